@@ -1,0 +1,292 @@
+"""Record every Triton launch made while user code runs, with the specialization the JIT
+would apply, optionally without executing anything.
+
+Runs inside the sandbox child: imports only the standard library, torch and triton.
+
+Why: tiers 2 and 3 compile each kernel ahead of time and must reproduce the exact
+specialization of the real launch (16-byte alignment and divisibility by 16 of pointers and
+integers, integers equal to 1 turned into constants), or their IR is not the IR that runs.
+On a machine without a GPU, `JITFunction.run` fails at `driver.active`; replacing it for the
+duration of one `forward` lets the wrapper code run on CPU tensors while each launch is
+recorded instead (TRITON_NOTES.md, "Capturing a launch on CPU"). These are internal APIs of
+triton 3.6.0; tests/runner/test_launches.py pins them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import make_backend
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction, create_function_from_signature
+
+try:  # the interpreter module imports numpy; present in every triton 3.x wheel
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:  # pragma: no cover
+    InterpretedFunction = None  # type: ignore[assignment,misc]
+
+DEFAULT_TARGET = GPUTarget("cuda", 90, 32)
+
+
+def parse_target(text: str | None) -> GPUTarget:
+    """'sm_90' / 'sm_80' / 'gfx942' / 'npu:Ascend910B3' -> GPUTarget. None -> sm_90."""
+    if not text:
+        return DEFAULT_TARGET
+    if text.startswith("sm_"):
+        digits = text[3:].rstrip("a")
+        return GPUTarget("cuda", int(digits), 32)
+    if text.startswith("gfx"):
+        return GPUTarget("hip", text, 64)
+    if text.startswith("npu:"):
+        return GPUTarget("npu", text[4:], 0)
+    raise ValueError(f"unknown target {text!r}: expected sm_XX, gfxNNN or npu:NAME")
+
+
+@functools.lru_cache(maxsize=8)
+def _backend(target: GPUTarget):
+    return make_backend(target)
+
+
+_shadows: dict[int, JITFunction] = {}
+
+
+def _as_jit(fn: Any) -> JITFunction:
+    """The JITFunction behind a launched kernel (the interpreter wraps the same Python function)."""
+    if isinstance(fn, JITFunction):
+        return fn
+    inner = getattr(fn, "fn", None)
+    if inner is None:
+        raise TypeError(f"not a Triton kernel: {fn!r}")
+    shadow = _shadows.get(id(inner))
+    if shadow is None:
+        shadow = _shadows[id(inner)] = JITFunction(inner)
+    return shadow
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "value"):  # tl.constexpr
+        return _jsonable(value.value)
+    return str(value)
+
+
+@dataclass
+class ArgInfo:
+    name: str
+    kind: str  # tensor, int, float, bool, none, constexpr, other
+    type: str  # Triton signature type: '*fp32', 'i32', 'constexpr', ...
+    value: Any = None  # scalars and constexprs
+    dtype: str | None = None
+    shape: list[int] | None = None
+    stride: list[int] | None = None
+    divisible_16: bool = False  # tt.divisibility = 16 (bytes for pointers, value for ints)
+    equal_1: bool = False  # specialised into a constant
+
+
+@dataclass
+class Launch:
+    """One kernel launch as the JIT saw it, plus what ASTSource needs to recompile it."""
+
+    kernel: str
+    def_line: int  # line of the `def` in the uploaded file
+    filename: str
+    grid: tuple[int, int, int]
+    args: list[ArgInfo]
+    num_warps: int
+    num_stages: int
+    options: dict[str, Any]
+    autotune_configs: int = 0  # number of configs when launched through @triton.autotune
+    case: int | None = None
+    # Live objects for an ahead-of-time compile in this same process (not serialised).
+    jit: Any = field(default=None, repr=False)
+    signature: dict[str, str] = field(default_factory=dict, repr=False)
+    constexprs: dict[Any, Any] = field(default_factory=dict, repr=False)
+    attrs: dict[Any, Any] = field(default_factory=dict, repr=False)
+    compile_options: dict[str, Any] = field(default_factory=dict, repr=False)  # for triton.compile
+
+    @property
+    def key(self) -> tuple:
+        """Launches with the same key compile to the same binary."""
+        return (
+            self.kernel,
+            tuple(sorted(self.signature.items())),
+            tuple(sorted((str(k), str(v)) for k, v in self.constexprs.items())),
+            tuple(sorted((str(k), str(v)) for k, v in self.attrs.items())),
+            self.num_warps,
+            self.num_stages,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "def_line": self.def_line,
+            "grid": list(self.grid),
+            "programs": self.grid[0] * self.grid[1] * self.grid[2],
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+            "autotune_configs": self.autotune_configs,
+            "case": self.case,
+            "args": [a.__dict__ for a in self.args],
+        }
+
+
+def _describe(jit: JITFunction, target: GPUTarget, args: tuple, kwargs: dict) -> tuple:
+    backend = _backend(target)
+    binder = create_function_from_signature(jit.signature, jit.params, backend)
+    bound_args, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound_args, specialization, options)
+    return bound_args, options, signature, constexprs, attrs
+
+
+def _arg_info(name: str, value: Any, sig_type: str, attrs_for_arg: list) -> ArgInfo:
+    divisible = any(a[0] == "tt.divisibility" and a[1] >= 16 for a in attrs_for_arg)
+    info = ArgInfo(name=name, kind="other", type=str(sig_type), divisible_16=divisible)
+    if hasattr(value, "data_ptr") and hasattr(value, "shape"):
+        info.kind = "tensor"
+        info.dtype = str(value.dtype).removeprefix("torch.")
+        info.shape = list(value.shape)
+        info.stride = list(value.stride())
+    elif sig_type == "constexpr":
+        info.kind = "constexpr"
+        info.value = _jsonable(value)
+        info.equal_1 = value == 1 and isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(value, bool):
+        info.kind, info.value = "bool", value
+    elif isinstance(value, int):
+        info.kind, info.value = "int", value
+    elif isinstance(value, float):
+        info.kind, info.value = "float", value
+    elif value is None:
+        info.kind = "none"
+    return info
+
+
+def _canonical_grid(grid: Any, bound_args: dict) -> tuple[int, int, int]:
+    if callable(grid):
+        grid = grid(bound_args)
+    grid = tuple(int(g) for g in grid)
+    return (grid + (1, 1, 1))[:3]  # type: ignore[return-value]
+
+
+class Recorder:
+    def __init__(self, target: GPUTarget, execute: bool) -> None:
+        self.target = target
+        self.execute = execute
+        self.launches: list[Launch] = []
+        self.case: int | None = None
+        self._autotune_configs = 0
+
+    def record(self, fn: Any, args: tuple, kwargs: dict, grid: Any) -> Launch:
+        jit = _as_jit(fn)
+        kwargs = dict(kwargs)
+        kwargs.setdefault("debug", False)
+        bound_args, options, signature, constexprs, attrs = _describe(jit, self.target, args, kwargs)
+        arg_infos = []
+        for i, (name, value) in enumerate(bound_args.items()):
+            arg_attrs = attrs.get((i,), [])
+            arg_infos.append(_arg_info(name, value, signature.get(name, "?"), arg_attrs))
+        code = jit.fn.__code__
+        launch = Launch(
+            kernel=jit.fn.__name__,
+            def_line=code.co_firstlineno + _decorator_lines(jit.fn),
+            filename=code.co_filename,
+            grid=_canonical_grid(grid, bound_args),
+            args=arg_infos,
+            num_warps=options.num_warps,
+            num_stages=options.num_stages,
+            options={k: _jsonable(v) for k, v in options.__dict__.items()},
+            autotune_configs=self._autotune_configs,
+            case=self.case,
+            jit=jit,
+            signature=signature,
+            constexprs=constexprs,
+            attrs=attrs,
+            compile_options=dict(options.__dict__),
+        )
+        self.launches.append(launch)
+        return launch
+
+
+def _decorator_lines(fn: Any) -> int:
+    """co_firstlineno points at the first decorator; findings want the `def` line."""
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return 0
+    for offset, text in enumerate(lines):
+        if text.lstrip().startswith(("def ", "async def ")):
+            return offset
+    return 0
+
+
+@contextlib.contextmanager
+def record_launches(*, execute: bool, target: GPUTarget | None = None) -> Iterator[Recorder]:
+    """Patch Triton's launch path for the duration of the block.
+
+    execute=True: launches still run (on a device, or under TRITON_INTERPRET=1) and are recorded.
+    execute=False: nothing runs; outputs of the wrapped forward are garbage and only the
+    records count. Autotuned kernels then launch with their first config (benchmarking needs
+    a device); the record says how many configs there were.
+    """
+    recorder = Recorder(target or DEFAULT_TARGET, execute)
+    orig_jit_run = JITFunction.run
+    orig_tune_run = Autotuner.run
+    orig_interp_run = InterpretedFunction.run if InterpretedFunction is not None else None
+
+    def jit_run(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            recorder.record(self, args, kwargs, grid)
+        if execute:
+            return orig_jit_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return None
+
+    def interp_run(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            recorder.record(self, args, kwargs, grid)
+        if execute:
+            return orig_interp_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return None
+
+    def tune_run(self, *args, **kwargs):
+        recorder._autotune_configs = len(self.configs)
+        try:
+            if execute and len(self.configs) > 1 and not _interpreting(self):
+                return orig_tune_run(self, *args, **kwargs)
+            self.nargs = dict(zip(self.arg_names, args))
+            config = self.prune_configs(kwargs)[0]
+            if config.pre_hook is not None and execute:
+                config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
+            self.best_config = config
+            return self.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            recorder._autotune_configs = 0
+
+    JITFunction.run = jit_run
+    Autotuner.run = tune_run
+    if InterpretedFunction is not None:
+        InterpretedFunction.run = interp_run
+    try:
+        yield recorder
+    finally:
+        JITFunction.run = orig_jit_run
+        Autotuner.run = orig_tune_run
+        if InterpretedFunction is not None:
+            InterpretedFunction.run = orig_interp_run
+
+
+def _interpreting(tuner: Autotuner) -> bool:
+    """Under TRITON_INTERPRET=1 there is no device to benchmark configs on: use the first."""
+    base = tuner.fn
+    while isinstance(base, (Autotuner, triton.runtime.autotuner.Heuristics)):
+        base = base.fn
+    return InterpretedFunction is not None and isinstance(base, InterpretedFunction)

@@ -1,0 +1,79 @@
+"""The JSON contract between the worker (parent) and the sandbox child.
+
+Standard library only: both the child (`python -m runner.child`, on a stock accelerator
+image) and the worker import it. One request on the child's stdin, one response on its stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+JOBS = ("validate", "capture", "verify", "time", "profile", "compile")
+DEVICES = ("cuda", "cpu", "npu")
+
+
+@dataclass
+class JobRequest:
+    job: str  # one of JOBS
+    module: str  # path of the uploaded module (the parent, for verify/time)
+    device: str = "cpu"  # one of DEVICES
+    target: str | None = None  # compile target for tiers 2/3: sm_90, gfx942, npu:Ascend910B3
+    candidate: str | None = None  # path of a proposed revision (verify, time)
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    cases: list[int] | None = None  # indices into get_input_cases(); None = all
+    options: dict[str, Any] = field(default_factory=dict)  # job-specific knobs
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def loads(cls, text: str) -> JobRequest:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("job request must be a JSON object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown job request fields: {sorted(unknown)}")
+        req = cls(**data)
+        if req.job not in JOBS:
+            raise ValueError(f"unknown job {req.job!r}; expected one of {JOBS}")
+        if req.device not in DEVICES:
+            raise ValueError(f"unknown device {req.device!r}; expected one of {DEVICES}")
+        return req
+
+
+@dataclass
+class JobError:
+    kind: str  # stable: import_error, missing_name, exception, incorrect, ... (see runner/errors.py)
+    message: str
+    line: int | None = None  # line of the uploaded module, when known
+    traceback: str = ""
+    stderr_tail: str = ""
+
+
+@dataclass
+class JobResponse:
+    ok: bool
+    job: str
+    result: dict[str, Any] | None = None
+    error: JobError | None = None
+    elapsed_s: float = 0.0
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
+    def loads(cls, text: str) -> JobResponse:
+        data = json.loads(text)
+        if not isinstance(data, dict) or "ok" not in data or "job" not in data:
+            raise ValueError("child response is not a job response object")
+        err = data.get("error")
+        return cls(
+            ok=bool(data["ok"]),
+            job=str(data["job"]),
+            result=data.get("result"),
+            error=JobError(**err) if err else None,
+            elapsed_s=float(data.get("elapsed_s", 0.0)),
+        )
