@@ -1,0 +1,306 @@
+"""The records of kernelopt (DESIGN.md section 4): Postgres is the source of truth."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+    reviewers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="reviewing_teams", blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def visible_to(cls, user) -> models.QuerySet[Team]:
+        """Teams whose kernels `user` may see: members and reviewers both."""
+        return cls.objects.filter(Q(members=user) | Q(reviewers=user)).distinct()
+
+
+class Kernel(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="kernels")
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="kernels")
+    description = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["team", "-created"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class KernelVersion(models.Model):
+    class Origin(models.TextChoices):
+        UPLOAD = "upload", "upload"
+        PROPOSAL = "proposal", "accepted proposal"
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()  # 1, 2, ... within the kernel
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    source = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    filename = models.CharField(max_length=255, blank=True)
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.UPLOAD)
+    from_proposal = models.ForeignKey(
+        "Proposal", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kernel", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["kernel", "sha256"], name="version_sha_unique_per_kernel"),
+            models.UniqueConstraint(fields=["kernel", "number"], name="version_number_unique_per_kernel"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kernel.name} v{self.number}"
+
+    @staticmethod
+    def digest(source: str) -> str:
+        return hashlib.sha256(source.encode()).hexdigest()
+
+
+class DiagnosisRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    class Device(models.TextChoices):
+        CUDA = "cuda", "CUDA GPU"
+        NPU = "npu", "Ascend NPU"
+        CPU = "cpu", "CPU (compile-only tiers, interpreter correctness)"
+
+    FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+    version = models.ForeignKey(KernelVersion, on_delete=models.CASCADE, related_name="runs")
+    device = models.CharField(max_length=8, choices=Device.choices, default=Device.CPU)
+    target = models.CharField(max_length=40, default="sm_90")  # compile target for tiers 2/3
+    proposer = models.CharField(max_length=8, default="rules")  # rules or llm
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    round_budget = models.PositiveIntegerField(default=15)
+    current_round = models.PositiveIntegerField(default=0)
+    current_tier = models.PositiveSmallIntegerField(null=True, blank=True)
+    best_version = models.ForeignKey(
+        KernelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="best_of_runs"
+    )
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)  # host:pid of the claiming worker
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    wall_s = models.FloatField(default=0.0)
+    device_s = models.FloatField(default=0.0)
+    tokens = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)  # timings, best speedup, %SOL, report
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [
+            models.Index(fields=["status", "device"]),
+            models.Index(fields=["version", "-created"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.version} on {self.device}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+
+class Round(models.Model):
+    class Verdict(models.TextChoices):
+        PENDING = "pending", "pending"
+        IMPROVED = "improved", "improved"
+        NO_GAIN = "no-gain", "no gain"
+        FAILED = "failed", "failed"
+        INCONCLUSIVE = "inconclusive", "inconclusive"
+
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="rounds")
+    index = models.PositiveIntegerField()
+    parent_version = models.ForeignKey(KernelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tier_reached = models.PositiveSmallIntegerField(default=0)
+    hypothesis = models.TextField(blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, default=Verdict.PENDING)
+    escalation = models.JSONField(default=list, blank=True)  # one decision per tier climbed
+    wall_s = models.FloatField(default=0.0)
+    device_s = models.FloatField(default=0.0)
+    tokens = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="round_index_unique_per_run")]
+
+    def __str__(self) -> str:
+        return f"round {self.index} of run {self.run_id}"
+
+
+class Finding(models.Model):
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="findings")
+    round = models.ForeignKey(Round, null=True, blank=True, on_delete=models.CASCADE, related_name="findings")
+    tier = models.PositiveSmallIntegerField()
+    code = models.CharField(max_length=64)
+    severity = models.CharField(max_length=8)
+    family = models.CharField(max_length=32, blank=True)
+    message = models.TextField()
+    args = models.JSONField(default=dict, blank=True)
+    lines = models.JSONField(default=list, blank=True)  # lines of the Python source
+    kernel = models.CharField(max_length=200, blank=True)
+    evidence = models.JSONField(default=list, blank=True)  # ArtefactRefs: kind, kernel, lines, excerpt
+    gain = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "round", "tier", "id"]
+        indexes = [models.Index(fields=["run", "tier"]), models.Index(fields=["code"])]
+
+    def __str__(self) -> str:
+        return f"{self.code} ({self.severity})"
+
+
+class Artefact(models.Model):
+    class Kind(models.TextChoices):
+        TTIR = "ttir", "TTIR"
+        TTGIR = "ttgir", "TTGIR"
+        LLIR = "llir", "LLVM IR"
+        PTX = "ptx", "PTX"
+        SASS = "sass", "SASS"
+        AMDGCN = "amdgcn", "AMDGCN"
+        LINALG = "linalg", "linalg (Ascend)"
+        PASS_DUMP = "pass_dump", "pass dump"
+        PROFILE = "profile", "profile"
+        NCU = "ncu", "ncu counters"
+        LOG = "log", "log"
+        SOURCE = "source", "source"
+
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="artefacts")
+    round = models.ForeignKey(Round, null=True, blank=True, on_delete=models.CASCADE, related_name="artefacts")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=300)
+    data = models.BinaryField()  # zlib-compressed UTF-8 text
+    size = models.PositiveIntegerField()  # uncompressed bytes
+    compressed_size = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)  # of the uncompressed bytes
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "kind", "name"]
+        indexes = [models.Index(fields=["run", "kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+    @classmethod
+    def build(cls, *, run: DiagnosisRun, kind: str, name: str, text: str, round: Round | None = None) -> Artefact:
+        raw = text.encode()
+        packed = zlib.compress(raw, 6)
+        return cls(
+            run=run,
+            round=round,
+            kind=kind,
+            name=name[:300],
+            data=packed,
+            size=len(raw),
+            compressed_size=len(packed),
+            sha256=hashlib.sha256(raw).hexdigest(),
+        )
+
+    @property
+    def text(self) -> str:
+        return zlib.decompress(bytes(self.data)).decode()
+
+
+class Proposal(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending review"
+        ACCEPTED = "accepted", "accepted"
+        REJECTED = "rejected", "rejected"
+        FAILED = "failed", "failed verification"
+
+    round = models.ForeignKey(Round, on_delete=models.CASCADE, related_name="proposals")
+    parent_version = models.ForeignKey(KernelVersion, null=True, on_delete=models.SET_NULL, related_name="proposals")
+    parent_source = models.TextField()  # the exact source the rewrite applied to (a round may start from an unsaved best)
+    source = models.TextField()
+    diff = models.TextField()
+    proposer = models.CharField(max_length=8)  # rules or llm
+    family = models.CharField(max_length=32, blank=True)
+    rationale = models.TextField(blank=True)
+    findings = models.ManyToManyField(Finding, related_name="proposals", blank=True)
+    verification = models.JSONField(default=dict, blank=True)  # per case: correct, times, speedup, %SOL
+    speedup = models.FloatField(null=True, blank=True)  # geomean over cases vs the parent
+    pct_sol = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    failure_reason = models.TextField(blank=True)
+    result_version = models.ForeignKey(
+        KernelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["status", "-created"])]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} ({self.status})"
+
+
+class Review(models.Model):
+    class Decision(models.TextChoices):
+        ACCEPT = "accept", "accept"
+        REJECT = "reject", "reject"
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    comment = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+
+
+class Pattern(models.Model):
+    """A rewrite distilled from accepted proposals; tier 0 matches it on later kernels of the team."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="patterns")
+    family = models.CharField(max_length=32)
+    mechanism = models.TextField()
+    before = models.TextField()
+    after = models.TextField()
+    example_diff = models.TextField()
+    evidence = models.JSONField(default=list, blank=True)  # the finding codes that pointed at it
+    signature = models.JSONField(default=dict, blank=True)  # what tier 0 matches on
+    source_proposals = models.ManyToManyField(Proposal, related_name="patterns", blank=True)
+    times_matched = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["team", "family"])]
+
+    def __str__(self) -> str:
+        return f"{self.family}: {self.mechanism[:60]}"
