@@ -1,0 +1,118 @@
+"""The proposer interface: what every proposer (rules, llm) takes and returns.
+
+A proposer reads the current best source and the findings of this round and returns zero or
+more whole revised modules (`Candidate`). It never verifies or times anything: the round loop
+does that. `ProposalContext` tells it what it needs beyond the source (the shape cases, the
+device, what earlier rounds tried) so it can avoid repeating a family that already failed.
+
+Plain Python: no Django (STYLE.md 1).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from diagnosis.engine.evidence import Family, Finding
+from diagnosis.engine.profile import DeviceSpec
+
+
+class ProposerError(Exception):
+    """A proposer could not produce a candidate (endpoint down, timeout, unusable answer).
+
+    The round loop records the message on the round and carries on; `permanent` says whether
+    trying the same proposer again in a later round is pointless (bad credentials, no model).
+    """
+
+    def __init__(self, message: str, *, permanent: bool = False, tokens: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+        self.tokens = tokens  # tokens spent before the failure (an unusable answer still costs)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One proposed revision of the whole module."""
+
+    source: str  # the whole revised module
+    diff: str  # unified diff from the parent source
+    family: Family  # the rewrite family it belongs to
+    rationale: str  # why this should help, in terms of the findings
+    findings_addressed: tuple[str, ...]  # finding codes it acts on
+    proposer: str  # "rules" or "llm"
+    tokens: int = 0  # LLM tokens spent producing it (prompt + completion)
+
+
+@dataclass(frozen=True)
+class CaseShape:
+    """The shapes and dtypes of one input case (tensor arguments; scalars have shape ())."""
+
+    index: int
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    timed: bool = True  # False for get_verify_inputs cases
+
+
+@dataclass(frozen=True)
+class RoundHistory:
+    """What an earlier round of the same run tried and how it ended."""
+
+    index: int
+    family: Family | None  # the family of its proposal; None when it proposed nothing
+    verdict: str  # improved, no-gain, failed, inconclusive
+    proposer: str = ""
+    findings: tuple[str, ...] = ()  # finding codes the proposal addressed
+    speedup: float | None = None  # vs its parent, when it was timed
+    reason: str = ""  # failure reason, when it failed
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    cases: tuple[CaseShape, ...] = ()
+    device: DeviceSpec | None = None  # None: unknown or no device (CPU)
+    device_kind: str = "cpu"  # cuda, npu, cpu
+    target: str | None = None  # compile target, e.g. sm_90
+    history: tuple[RoundHistory, ...] = ()
+    round_index: int = 0
+    max_candidates: int = 1
+
+    def families_tried(self) -> set[Family]:
+        return {h.family for h in self.history if h.family is not None}
+
+    def failed_families(self) -> set[Family]:
+        """Families whose proposals failed verification or brought no gain."""
+        return {h.family for h in self.history if h.family is not None and h.verdict in ("failed", "no-gain")}
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    name: str  # "rules" or "llm": stored on Proposal.proposer
+
+    def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:
+        """Return revised modules for `source`; [] when nothing applies. Raise ProposerError on failure."""
+        ...
+
+
+def unified_diff(before: str, after: str, *, name: str = "kernel.py") -> str:
+    """The diff stored on a Proposal and shown on the review page."""
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{name}",
+            tofile=f"b/{name}",
+        )
+    )
+
+
+__all__ = [
+    "Candidate",
+    "CaseShape",
+    "ProposalContext",
+    "Proposer",
+    "ProposerError",
+    "RoundHistory",
+    "unified_diff",
+]
