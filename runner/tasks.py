@@ -1,0 +1,53 @@
+"""Dramatiq actors: one per device kind, each on the queue of that kind (`cuda`, `npu`, `cpu`).
+
+Messages carry only a run id (DESIGN.md section 3). The actor is idempotent (STYLE.md 10): it
+loads the row again, claims it with a conditional update and returns quietly when the run is
+gone, finished, or already claimed by another worker; `runner.pipeline` does the work.
+
+Dramatiq's own retries are off (`max_retries=0`): a run's attempts are counted in Postgres
+(`DiagnosisRun.attempts`, bounded by KERNELOPT_MAX_RUN_ATTEMPTS), because a worker that dies
+takes no exception handler with it. `runner.middleware.RunBookkeeping` turns an unexpected
+exception into a bounded retry or a failed run; `runner.middleware.StaleRunSweeper` finds runs
+whose worker stopped sending heartbeats and sends them again.
+
+A node consumes the queues of the devices it has, one run at a time per accelerator, e.g.
+`python manage.py rundramatiq --processes 1 --threads 1 --queues cuda` on a one-GPU node.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+
+from diagnosis.models import DiagnosisRun
+from runner import pipeline
+
+DEVICES: tuple[str, ...] = tuple(DiagnosisRun.Device.values)  # cuda, npu, cpu
+
+# A whole run (up to the round budget of rounds) runs in one message; each sandboxed job has
+# its own much shorter limit, so this only catches a wedged worker thread.
+RUN_TIME_LIMIT_MS = 24 * 3600 * 1000
+
+
+def execute_run(run_id: int) -> None:
+    """Claim run `run_id` and drive it to done, failed or cancelled (no-op if not claimable)."""
+    pipeline.execute_run(run_id)
+
+
+ACTORS: dict[str, dramatiq.Actor] = {
+    device: dramatiq.actor(
+        execute_run,
+        actor_name=f"execute_run_{device}",
+        queue_name=device,
+        max_retries=0,
+        time_limit=RUN_TIME_LIMIT_MS,
+    )
+    for device in DEVICES
+}
+ACTOR_NAMES = frozenset(actor.actor_name for actor in ACTORS.values())
+
+
+def actor_for(device: str) -> dramatiq.Actor:
+    try:
+        return ACTORS[device]
+    except KeyError:
+        raise ValueError(f"unknown device {device!r}; expected one of {', '.join(DEVICES)}") from None
