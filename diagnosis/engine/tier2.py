@@ -1,0 +1,403 @@
+"""Tier 2: IR attribution. What each source line of the kernel became in the compiled code.
+
+Input: the `compile` job's result (stages of every launched kernel, resource usage) and the
+uploaded source. Output: a per-line table (global and shared memory traffic with vector
+widths, layout conversions, MMA/wgmma, async copies) and findings that name a line and point
+at the assembly lines that show the problem.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from diagnosis.engine.evidence import (
+    Artefact,
+    ArtefactRef,
+    Family,
+    Finding,
+    Severity,
+    Tier,
+    TierResult,
+    register_code,
+)
+from diagnosis.engine.ir import (
+    BARRIER,
+    CP_ASYNC,
+    FMA,
+    GLOBAL_LOAD,
+    GLOBAL_STORE,
+    LOCAL,
+    MMA,
+    SHARED_LOAD,
+    SHARED_STORE,
+    TMA,
+    WGMMA,
+    CompiledKernel,
+    CompileResult,
+    LineStats,
+    excerpt,
+    line_table,
+    occupancy,
+)
+
+SCALAR_GLOBAL = register_code(
+    "IR_SCALAR_GLOBAL",
+    Tier.IR,
+    Family.HINTS,
+    "line {line}: the {what} compiles to {count} {op} per thread ({width}-bit each); the access is {access}",
+    "Scalar global memory access",
+)
+SPILLS = register_code(
+    "IR_SPILLS",
+    Tier.IR,
+    Family.LAUNCH_CONFIG,
+    "{kernel} spills registers: {spills_store} bytes stored to and {spills_load} bytes loaded from local memory "
+    "({registers} registers per thread)",
+    "Register spills",
+)
+LOW_OCCUPANCY = register_code(
+    "IR_LOW_OCCUPANCY",
+    Tier.IR,
+    Family.LAUNCH_CONFIG,
+    "{kernel}: at most {occupancy} ({percent}% of the slots), limited by {limiter}",
+    "Low occupancy limit",
+)
+DOT_FMA = register_code(
+    "IR_DOT_FMA",
+    Tier.IR,
+    Family.DOT_PRECISION,
+    "line {line}: tl.dot is lowered to {fma} FMA instructions; no MMA or wgmma instruction is emitted",
+    "Dot lowered to FMA",
+)
+LAYOUT_CONVERT = register_code(
+    "IR_LAYOUT_CONVERT",
+    Tier.IR,
+    Family.NONE,
+    "line {line}: a layout conversion inside a loop goes through shared memory "
+    "({stores} shared stores, {loads} shared loads, {barriers} barriers per iteration)",
+    "Layout conversion through shared memory",
+)
+NO_ASYNC_COPY = register_code(
+    "IR_NO_ASYNC_COPY",
+    Tier.IR,
+    Family.PIPELINING,
+    "the dot loop (line {line}) loads its operands with plain global loads: no cp.async or TMA in {kernel}",
+    "Dot loop without async copies",
+)
+COMPILE_ERROR = register_code(
+    "IR_COMPILE_ERROR",
+    Tier.IR,
+    Family.NONE,
+    "{kernel} failed to compile for {target}: {error}",
+    "Compile error",
+)
+
+LOW_OCCUPANCY_FRACTION = 0.25
+_DOT_OPS = ("tt.dot", "ttng.warp_group_dot", "ttng.tc_gen5_mma")
+
+
+def run_tier2(result: CompileResult, source: str) -> TierResult:
+    t0 = time.perf_counter()
+    out = TierResult(tier=Tier.IR)
+    src_lines = source.splitlines()
+    kernels_data: dict[str, Any] = {}
+    for kernel in result.kernels:
+        if kernel.error:
+            out.findings.append(
+                Finding(
+                    COMPILE_ERROR.code,
+                    Severity.HIGH,
+                    {
+                        "kernel": kernel.name,
+                        "target": result.target,
+                        "error": kernel.error.splitlines()[0][:300],
+                    },
+                    lines=(kernel.def_line,) if kernel.def_line else (),
+                    kernel=kernel.name,
+                    evidence=(ArtefactRef("log", kernel.name, excerpt=kernel.error[:2000]),),
+                )
+            )
+            continue
+        table = line_table(kernel)
+        occ = occupancy(kernel, result.backend, result.arch)
+        kernels_data[kernel.name] = {
+            "def_line": kernel.def_line,
+            "num_warps": kernel.num_warps,
+            "num_stages": kernel.num_stages,
+            "resources": kernel.resources.__dict__,
+            "occupancy": None
+            if occ is None
+            else {
+                "blocks_per_sm": occ.blocks_per_sm,
+                "warps_per_sm": occ.warps_per_sm,
+                "fraction": round(occ.fraction, 3),
+                "limiter": occ.limiter,
+                "limits": occ.detail,
+            },
+            "lines": {
+                str(line): {**row.to_json(), "code": _src(src_lines, line)} for line, row in table.items()
+            },
+            "compile_s": kernel.compile_s,
+        }
+        out.findings.extend(kernel_findings(kernel, table, result, src_lines))
+        for stage, text in kernel.stages.items():
+            out.artefacts.append(Artefact(stage, f"{kernel.name}.{stage}", text))
+    out.data = {"target": result.target, "kernels": kernels_data}
+    serious = [f for f in out.findings if f.severity in (Severity.MEDIUM, Severity.HIGH)]
+    out.localizes = any(f.lines for f in serious)
+    out.narrows = _narrows(serious)
+    out.explains = False  # tier 2 says what the code became, not why the compiler chose it
+    if not result.kernels:
+        out.notes.append("the compile job returned no kernel")
+    out.wall_s = time.perf_counter() - t0
+    return out
+
+
+def _narrows(findings: list[Finding]) -> bool:
+    if not findings:
+        return False
+    top = max(_RANK[f.severity] for f in findings)
+    families = {f.family for f in findings if _RANK[f.severity] == top}
+    return len(families) == 1 and Family.NONE not in families
+
+
+_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
+
+
+def _src(src_lines: list[str], line: int) -> str:
+    return src_lines[line - 1].strip() if 0 < line <= len(src_lines) else ""
+
+
+def _asm_ref(kernel: CompiledKernel, lines: list[int], limit: int = 8) -> ArtefactRef:
+    kind = kernel.asm_kind
+    shown = sorted(set(lines))
+    return ArtefactRef(
+        kind, kernel.name, tuple(shown), excerpt(kernel.stages.get(kind, ""), shown, limit=limit)
+    )
+
+
+def kernel_findings(
+    kernel: CompiledKernel, table: dict[int, LineStats], result: CompileResult, src_lines: list[str]
+) -> list[Finding]:
+    """All tier-2 findings of one compiled kernel (used by tier 3 and the counterfactuals too)."""
+    found: list[Finding] = []
+    found.extend(_scalar_access(kernel, table, src_lines))
+    found.extend(_dot_findings(kernel, table, src_lines))
+    found.extend(_layout_conversions(kernel, table, src_lines))
+    found.extend(_resource_findings(kernel, table, result))
+    return found
+
+
+def _scalar_access(
+    kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str]
+) -> list[Finding]:
+    found = []
+    for line, row in table.items():
+        for cat, what, op_name in ((GLOBAL_LOAD, "load", "tt.load"), (GLOBAL_STORE, "store", "tt.store")):
+            count = row.count(cat)
+            width = row.max_width(cat)
+            if count < 2 or width is None or width > 32:
+                continue  # one element per thread, or already vectorized
+            accesses = [a for a in row.accesses if a["op"] == op_name]
+            kinds = {a["kind"] for a in accesses}
+            if kinds and kinds <= {"uniform", "scalar"}:
+                continue  # every thread reads the same address: nothing to vectorize
+            access = (
+                "strided"
+                if "strided" in kinds and "contiguous" not in kinds
+                else ("contiguous" if "contiguous" in kinds else "of unknown contiguity")
+            )
+            op = max(row.asm[cat], key=lambda k: row.asm[cat][k])
+            stride_args = sorted({s for a in accesses for s in a["stride_args"]})
+            args = {
+                "line": line,
+                "what": what,
+                "count": count,
+                "op": op,
+                "width": width,
+                "access": access,
+                "code": _src(src_lines, line),
+                "stride_args": stride_args,
+                "mask_args": sorted({s for a in accesses for s in a["mask_args"]}),
+                "pointer_args": sorted({s for a in accesses for s in a["pointer_args"]}),
+                "in_loop": row.in_loop,
+            }
+            if access == "strided" and stride_args:
+                args["access"] = f"strided (index times {', '.join(stride_args)})"
+            found.append(
+                Finding(
+                    SCALAR_GLOBAL.code,
+                    Severity.HIGH if access == "contiguous" else Severity.MEDIUM,
+                    args,
+                    lines=(line,),
+                    kernel=kernel.name,
+                    evidence=(_asm_ref(kernel, row.asm_lines.get(cat, [])),),
+                    family_override=Family.COALESCE if access.startswith("strided") else None,
+                )
+            )
+    return found
+
+
+def _kernel_count(table: dict[int, LineStats], *cats: str) -> int:
+    return sum(row.count(c) for row in table.values() for c in cats)
+
+
+def _dot_lines(table: dict[int, LineStats]) -> list[int]:
+    return [line for line, row in table.items() if any(row.ir.get(op) for op in _DOT_OPS)]
+
+
+def _dot_findings(kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str]) -> list[Finding]:
+    found = []
+    dots = _dot_lines(table)
+    if not dots:
+        return found
+    tensor_core = _kernel_count(table, MMA, WGMMA)
+    for line in dots:
+        row = table[line]
+        fma = row.count(FMA)
+        if tensor_core == 0 and fma:
+            found.append(
+                Finding(
+                    DOT_FMA.code,
+                    Severity.HIGH,
+                    {"line": line, "fma": fma, "code": _src(src_lines, line)},
+                    lines=(line,),
+                    kernel=kernel.name,
+                    evidence=(_asm_ref(kernel, row.asm_lines.get(FMA, []), limit=6),),
+                )
+            )
+    async_copies = _kernel_count(table, CP_ASYNC, TMA)
+    loop_dots = [line for line in dots if table[line].in_loop]
+    if loop_dots and async_copies == 0 and kernel.asm_kind == "ptx":
+        load_lines = [line for line, row in table.items() if row.in_loop and row.count(GLOBAL_LOAD)]
+        if load_lines:
+            ptx_lines = [n for ln in load_lines for n in table[ln].asm_lines.get(GLOBAL_LOAD, [])]
+            found.append(
+                Finding(
+                    NO_ASYNC_COPY.code,
+                    Severity.MEDIUM,
+                    {
+                        "line": loop_dots[0],
+                        "kernel": kernel.name,
+                        "load_lines": load_lines,
+                        "num_stages": kernel.num_stages,
+                    },
+                    lines=tuple(sorted(set(load_lines + loop_dots))),
+                    kernel=kernel.name,
+                    evidence=(_asm_ref(kernel, ptx_lines),),
+                )
+            )
+    return found
+
+
+def _layout_conversions(
+    kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str]
+) -> list[Finding]:
+    found = []
+    for line, row in table.items():
+        if not row.loop_ir.get("ttg.convert_layout"):
+            continue
+        stores, loads = row.count(SHARED_STORE), row.count(SHARED_LOAD)
+        if not (stores and loads):
+            continue  # a conversion done in registers or by warp shuffles
+        if any(row.ir.get(op) for op in _DOT_OPS):
+            continue  # operand staging of a dot is the dot's business (pipelining, MMA)
+        lines = row.asm_lines.get(SHARED_STORE, []) + row.asm_lines.get(SHARED_LOAD, [])
+        found.append(
+            Finding(
+                LAYOUT_CONVERT.code,
+                Severity.MEDIUM,
+                {
+                    "line": line,
+                    "stores": stores,
+                    "loads": loads,
+                    "barriers": row.count(BARRIER),
+                    "code": _src(src_lines, line),
+                },
+                lines=(line,),
+                kernel=kernel.name,
+                evidence=(_asm_ref(kernel, lines),),
+            )
+        )
+    return found
+
+
+def _resource_findings(
+    kernel: CompiledKernel, table: dict[int, LineStats], result: CompileResult
+) -> list[Finding]:
+    found = []
+    res = kernel.resources
+    if res.spills:
+        spill_lines = sorted(table, key=lambda ln: -table[ln].sass.get(LOCAL, 0) - table[ln].count(LOCAL))
+        spill_lines = [ln for ln in spill_lines if table[ln].sass.get(LOCAL) or table[ln].count(LOCAL)][:5]
+        evidence = [
+            ArtefactRef(
+                "log",
+                kernel.name,
+                excerpt=(
+                    f"registers {res.registers}, stack {res.stack} bytes, spill stores {res.spills_store} bytes, "
+                    f"spill loads {res.spills_load} bytes"
+                ),
+            )
+        ]
+        sass = kernel.stages.get("sass")
+        if sass and spill_lines:
+            sass_lines = [n for ln in spill_lines for n in table[ln].sass_lines.get(LOCAL, [])][:8]
+            evidence.append(ArtefactRef("sass", kernel.name, tuple(sass_lines), excerpt(sass, sass_lines)))
+        found.append(
+            Finding(
+                SPILLS.code,
+                Severity.HIGH,
+                {
+                    "kernel": kernel.name,
+                    "spills_store": res.spills_store,
+                    "spills_load": res.spills_load,
+                    "registers": res.registers,
+                    "stack": res.stack,
+                    "num_warps": kernel.num_warps,
+                    "spill_lines": spill_lines,
+                },
+                lines=tuple(spill_lines) or ((kernel.def_line,) if kernel.def_line else ()),
+                kernel=kernel.name,
+                evidence=tuple(evidence),
+            )
+        )
+    occ = occupancy(kernel, result.backend, result.arch)
+    has_dot = bool(_dot_lines(table))
+    if occ is not None and occ.fraction <= LOW_OCCUPANCY_FRACTION and not has_dot:
+        # GEMM-like kernels live well at one or two big blocks per SM; streaming kernels do not.
+        found.append(
+            Finding(
+                LOW_OCCUPANCY.code,
+                Severity.MEDIUM,
+                {
+                    "kernel": kernel.name,
+                    "warps_per_sm": occ.warps_per_sm,
+                    "occupancy": (
+                        f"{occ.warps_per_sm} waves per SIMD"
+                        if result.backend == "hip"
+                        else f"{occ.warps_per_sm} warps per SM"
+                    ),
+                    "percent": round(100 * occ.fraction),
+                    "limiter": occ.limiter,
+                    "registers": res.registers,
+                    "shared": res.shared,
+                    "num_warps": kernel.num_warps,
+                    "limits": occ.detail,
+                },
+                lines=(kernel.def_line,) if kernel.def_line else (),
+                kernel=kernel.name,
+                evidence=(
+                    ArtefactRef(
+                        "log",
+                        kernel.name,
+                        excerpt=(
+                            f"num_warps {kernel.num_warps}, registers {res.registers}, shared {res.shared} bytes -> "
+                            f"{occ.blocks_per_sm} blocks/SM, limits {occ.detail}"
+                        ),
+                    ),
+                ),
+            )
+        )
+    return found
