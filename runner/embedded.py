@@ -31,7 +31,7 @@ _lock = threading.Lock()
 _worker: Worker | None = None
 
 
-def start(*, threads: int = 1, recover: bool = True) -> Worker:
+def start(*, threads: int = 1, recover: bool = True, poll_ms: int = 1000) -> Worker:
     """Start the embedded worker once per process; later calls return the running one."""
     global _worker
     with _lock:
@@ -46,7 +46,7 @@ def start(*, threads: int = 1, recover: bool = True) -> Worker:
         if recover:
             resend_lost_messages()
         # One thread by default: runs share this machine's accelerator and the server's cores.
-        worker = Worker(broker, queues=queues, worker_threads=threads)
+        worker = Worker(broker, queues=queues, worker_threads=threads, worker_timeout=poll_ms)
         worker.start()
         atexit.register(stop)
         _worker = worker

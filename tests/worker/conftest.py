@@ -27,6 +27,7 @@ def make_broker(url: str = RABBITMQ_URL) -> RabbitmqBroker:
 
     broker = RabbitmqBroker(
         url=url,
+        confirm_delivery=True,  # a sent message is in its queue when send returns
         middleware=[AgeLimit(), TimeLimit(), Callbacks(), Retries(), DbConnectionsMiddleware()],
     )
     install(broker)
