@@ -31,9 +31,13 @@ def marks(source: str, codes: set[str]) -> list[tuple[str, int]]:
 
 
 def tier0(source: str) -> TierResult:
+    """Run tier 0 strictly (rule bugs raise) on a case that must parse: a table case with a
+    syntax error would pass every no-finding test without testing anything."""
     from diagnosis.engine.tier0 import run_tier0
 
-    return run_tier0(source, strict=True)
+    result = run_tier0(source, strict=True)
+    assert not [f for f in result.findings if f.code == "T0-SYNTAX-ERROR"], "the test case does not parse"
+    return result
 
 
 def primary(findings: list[Finding], codes: set[str]) -> list[tuple[str, int]]:

@@ -107,6 +107,8 @@ _KIND_ORDER = ("shape", "stride", "next_power_of_2", "param", "unknown")
 
 def _merge_kind(*values: Value) -> str:
     kinds = {v.kind for v in values}
+    if kinds == {"literal"}:
+        return "literal"
     for kind in _KIND_ORDER:
         if kind in kinds:
             return kind

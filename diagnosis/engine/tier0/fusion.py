@@ -1,0 +1,271 @@
+"""Launches that could be one: intermediates that round-trip through memory.
+
+``ModelNew.forward`` is followed statement by statement (through module-level helper
+functions and methods, a few calls deep) and every tensor gets a token. A launch reads the
+tokens bound to the pointer parameters its kernel loads from and writes those it stores to.
+When one launch reads what an earlier one wrote, the intermediate is written to memory and
+read back; fused, it would stay in registers. The gain assumes every tensor has the same size
+(true for element-wise chains, pessimistic for reductions) and counts tensors moved.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from diagnosis.engine.escalation import modest_gain
+from diagnosis.engine.evidence import Family, Finding, Severity, Tier, register_code
+from diagnosis.engine.tier0.registry import rule
+from diagnosis.engine.tier0.source import ATOMICS, ModuleContext, call_arg
+
+UNFUSED = register_code(
+    "T0-UNFUSED-LAUNCHES",
+    Tier.TRIAGE,
+    Family.FUSION,
+    "ModelNew.forward writes {intermediates} intermediate tensor(s) to memory and reads them back in a "
+    "later launch ({edges}): one fused kernel would move about {bound}x fewer bytes (tensors of equal "
+    "size assumed, gain halved)",
+    "Unfused launches",
+)
+SAME_INPUT = register_code(
+    "T0-SAME-INPUT-RELOADED",
+    Tier.TRIAGE,
+    Family.FUSION,
+    "the input {tensor} is loaded by {count} launches ({kernels}): a fused kernel would read it once",
+    "Same input loaded by several launches",
+)
+
+_MAX_DEPTH = 4
+_VIEW_METHODS = frozenset(
+    {
+        "contiguous",
+        "view",
+        "reshape",
+        "flatten",
+        "view_as",
+        "squeeze",
+        "unsqueeze",
+        "t",
+        "transpose",
+        "permute",
+    }
+)
+
+
+@dataclass
+class _Launch:
+    kernel: str
+    line: int
+    reads: set[str] = field(default_factory=set)
+    writes: set[str] = field(default_factory=set)
+
+
+class _Tracer:
+    """A small abstract interpreter over the wrapper code: names -> tensor tokens."""
+
+    def __init__(self, ctx: ModuleContext) -> None:
+        self.ctx = ctx
+        self.launches: list[_Launch] = []
+        self.fresh = itertools.count()
+        self.access = {name: _param_access(ctx, name) for name in ctx.kernels}
+
+    def run(self) -> list[_Launch]:
+        cls = self.ctx.classes.get("ModelNew")
+        forward = _method(cls, "forward") if cls is not None else None
+        if cls is None or forward is None:
+            return []
+        env = {a.arg: f"input:{a.arg}" for a in forward.args.args[1:]}
+        self.body(forward.body, env, cls, 0)
+        return self.launches
+
+    def body(
+        self, stmts: list[ast.stmt], env: dict[str, str], cls: ast.ClassDef | None, depth: int
+    ) -> str | None:
+        returned = None
+        for stmt in stmts:
+            if isinstance(stmt, ast.Assign | ast.AnnAssign):
+                value = stmt.value
+                token = self.expr(value, env, cls, depth) if value is not None else None
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    self.bind(target, value, token, env, cls, depth)
+            elif isinstance(stmt, ast.AugAssign):
+                self.expr(stmt.value, env, cls, depth)
+            elif isinstance(stmt, ast.Return) and stmt.value is not None:
+                returned = self.expr(stmt.value, env, cls, depth)
+            elif isinstance(stmt, ast.Expr):
+                self.expr(stmt.value, env, cls, depth)
+            elif isinstance(stmt, ast.For | ast.While | ast.If | ast.With):
+                inner = self.body([*stmt.body, *getattr(stmt, "orelse", [])], env, cls, depth)
+                returned = returned or inner
+        return returned
+
+    def bind(
+        self,
+        target: ast.expr,
+        value: ast.expr | None,
+        token: str | None,
+        env: dict[str, str],
+        cls: ast.ClassDef | None,
+        depth: int,
+    ) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = token or self.new()
+        elif isinstance(target, ast.Tuple | ast.List):
+            values = value.elts if isinstance(value, ast.Tuple | ast.List) else [None] * len(target.elts)
+            for t, v in zip(target.elts, values, strict=False):
+                self.bind(t, None, self.expr(v, env, cls, depth) if v is not None else None, env, cls, depth)
+
+    def new(self) -> str:
+        return f"new:{next(self.fresh)}"
+
+    def expr(self, node: ast.expr, env: dict[str, str], cls: ast.ClassDef | None, depth: int) -> str | None:
+        if isinstance(node, ast.Name):
+            return env.get(node.id)
+        if isinstance(node, ast.Attribute | ast.Subscript) and not isinstance(node, ast.Call):
+            return self.expr(node.value, env, cls, depth)
+        if not isinstance(node, ast.Call):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.expr(child, env, cls, depth)
+            return self.new()
+        func = node.func
+        if (
+            isinstance(func, ast.Subscript)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in self.ctx.kernels
+        ):
+            self.launch(func.value.id, node, env, cls, depth)
+            return None
+        callee = None
+        callee_cls = cls
+        if isinstance(func, ast.Name) and func.id in self.ctx.functions:
+            callee = self.ctx.functions[func.id]
+            callee_cls = None
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "self"
+            and cls is not None
+        ):
+            callee = _method(cls, func.attr)
+        if callee is not None and depth < _MAX_DEPTH:
+            tokens = [self.expr(a, env, cls, depth) for a in node.args]
+            params = [a.arg for a in callee.args.args]
+            if callee_cls is not None and params and params[0] == "self":
+                params = params[1:]
+            inner = {p: t for p, t in zip(params, tokens, strict=False) if t is not None}
+            for kw in node.keywords:
+                if kw.arg is not None and (t := self.expr(kw.value, env, cls, depth)) is not None:
+                    inner[kw.arg] = t
+            return self.body(callee.body, inner, callee_cls, depth + 1) or self.new()
+        if isinstance(func, ast.Attribute) and func.attr in _VIEW_METHODS:
+            for a in node.args:
+                self.expr(a, env, cls, depth)
+            return self.expr(func.value, env, cls, depth)
+        for a in [*node.args, *(kw.value for kw in node.keywords)]:
+            self.expr(a, env, cls, depth)
+        return self.new()
+
+    def launch(
+        self, kernel: str, node: ast.Call, env: dict[str, str], cls: ast.ClassDef | None, depth: int
+    ) -> None:
+        params = self.ctx.kernels[kernel].params
+        bound = dict(zip(params, node.args, strict=False))
+        bound.update({kw.arg: kw.value for kw in node.keywords if kw.arg is not None})
+        reads, writes = self.access[kernel]
+        record = _Launch(kernel, node.lineno)
+        for param, arg in bound.items():
+            token = self.expr(arg, env, cls, depth)
+            if token is None:
+                continue
+            if param in reads:
+                record.reads.add(token)
+            if param in writes:
+                record.writes.add(token)
+        self.launches.append(record)
+
+
+def _method(cls: ast.ClassDef | None, name: str) -> ast.FunctionDef | None:
+    if cls is None:
+        return None
+    for item in cls.body:
+        if isinstance(item, ast.FunctionDef) and item.name == name:
+            return item
+    return None
+
+
+def _param_access(ctx: ModuleContext, kernel: str) -> tuple[set[str], set[str]]:
+    k = ctx.kernels[kernel]
+    pointers = k.pointer_params()
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for op, call, ptr in k.memory_ops():
+        params = k.deps(ptr).params & pointers
+        if op == "load":
+            reads |= params
+        else:
+            writes |= params
+            if op in ATOMICS and call_arg(call, 1, "val") is not None:
+                reads |= params  # an atomic reads what it updates
+    return reads, writes
+
+
+@rule(UNFUSED.code, SAME_INPUT.code, scope="module")
+def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
+    launches = _Tracer(ctx).run()
+    if len(launches) < 2:
+        return
+    edges: list[tuple[_Launch, _Launch]] = []
+    intermediates: set[str] = set()
+    for j, consumer in enumerate(launches):
+        for producer in launches[:j]:
+            shared = producer.writes & consumer.reads
+            if shared and producer is not consumer:
+                edges.append((producer, consumer))
+                intermediates |= shared
+    if edges:
+        total = sum(len(launch.reads) + len(launch.writes) for launch in launches)
+        produced = set().union(*(launch.writes for launch in launches))
+        external = set().union(*(launch.reads for launch in launches)) - produced
+        outputs = produced - intermediates
+        fused = max(1, len(external) + len(outputs))
+        bound = total / fused
+        consumer_lines = sorted({c.line for _, c in edges})
+        producer_lines = sorted({p.line for p, _ in edges} - set(consumer_lines))
+        first = next(c for _, c in edges if c.line == consumer_lines[0])
+        yield Finding(
+            UNFUSED.code,
+            Severity.MEDIUM,
+            {
+                "intermediates": len(intermediates),
+                "edges": ", ".join(f"{p.kernel} line {p.line} -> {c.kernel} line {c.line}" for p, c in edges),
+                "bound": round(bound, 1),
+                "launches": len(launches),
+            },
+            lines=tuple(consumer_lines + producer_lines),
+            kernel=first.kernel,
+            gain=modest_gain(bound) if bound > 1 else None,
+        )
+    produced = set().union(*(launch.writes for launch in launches))
+    readers: dict[str, list[_Launch]] = {}
+    for launch in launches:
+        for token in launch.reads - produced:
+            readers.setdefault(token, []).append(launch)
+    for token, users in readers.items():
+        if len(users) < 2:
+            continue
+        yield Finding(
+            SAME_INPUT.code,
+            Severity.LOW,
+            {
+                "tensor": token.removeprefix("input:"),
+                "count": len(users),
+                "kernels": ", ".join(f"{u.kernel} line {u.line}" for u in users),
+            },
+            # The first later reader is the redundant load: it leads.
+            lines=tuple(dict.fromkeys([u.line for u in users[1:]] + [users[0].line])),
+            kernel=users[1].kernel,
+        )

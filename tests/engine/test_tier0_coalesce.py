@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.engine.evidence import Family, Severity
+from tests.engine import marks, primary, src, tier0
+
+CODES = {"T0-STRIDED-INNER"}
+
+HEAD = """
+import torch
+import triton
+import triton.language as tl
+
+
+"""
+
+TILE_KERNEL = """
+@triton.jit
+def copy2d(x_ptr, y_ptr, M, N, stride_m, stride_n, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * stride_m + rn[None, :] * stride_n, mask=mask)  # <- T0-STRIDED-INNER
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], x, mask=mask)
+"""
+
+
+def launch(args: str, prelude: str = "") -> str:
+    return (
+        HEAD
+        + TILE_KERNEL
+        + f"""
+
+def copy(x):
+    {prelude or "pass"}
+    M, N = x.shape
+    y = torch.empty((M, N), device=x.device)
+    copy2d[(triton.cdiv(M, 64), triton.cdiv(N, 64))](x, y, M, N, {args}, BM=64, BN=64)
+    return y
+"""
+    )
+
+
+COLUMN_WALK = """
+@triton.jit
+def col_sum(x_ptr, out_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    col = tl.program_id(0)
+    rows = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + rows * n_cols + col, mask=rows < n_rows, other=0.0)  # <- T0-STRIDED-INNER
+    tl.store(out_ptr + col, tl.sum(x, axis=0))
+
+
+def column_sums(x):
+    n_rows, n_cols = x.shape
+    out = torch.empty(n_cols, device=x.device)
+    col_sum[(n_cols,)](x, out, n_rows, n_cols, BLOCK=triton.next_power_of_2(n_rows))
+    return out
+"""
+
+NOOP = [
+    pytest.param(launch("x.stride(0), x.stride(1)"), id="stride-1-of-a-contiguous-tensor"),
+    pytest.param(launch("x.stride(0), 1"), id="literal-unit-stride"),
+    pytest.param(launch("x.stride(0), x.stride(-1)"), id="last-dim-stride"),
+    pytest.param(
+        launch("x.stride(0), x.stride(1)", prelude="x = x.t().contiguous()"),
+        id="transposed-then-made-contiguous",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def rows(x_ptr, y_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_row + cols, mask=cols < n_cols)
+    tl.store(y_ptr + row * stride_row + cols, x, mask=cols < n_cols)
+""",
+        id="row-stride-times-program-id",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def gather(x_ptr, idx_ptr, y_ptr, stride, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    idx = tl.load(idx_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.load(x_ptr + idx * stride, mask=offs < n), mask=offs < n)
+""",
+        id="gather-through-loaded-indices",
+    ),
+]
+
+FIX = [
+    pytest.param(launch("x.stride(1), x.stride(0)"), id="strides-swapped"),
+    pytest.param(launch("x.stride(0), x.stride(1)", prelude="x = x.t()"), id="transposed-view"),
+    pytest.param(launch("x.stride(0), N"), id="size-as-stride"),
+    pytest.param(HEAD + TILE_KERNEL, id="no-launch-site-stride-unknown"),
+    pytest.param(HEAD + COLUMN_WALK, id="column-major-walk-of-a-row-major-tensor"),
+]
+
+
+@pytest.mark.parametrize("source", NOOP)
+def test_it_leaves_unit_stride_innermost_access_alone(source: str) -> None:
+    assert primary(tier0(src(source)).findings, CODES) == []
+
+
+@pytest.mark.parametrize("source", FIX)
+def test_it_flags_strided_innermost_access(source: str) -> None:
+    source = src(source)
+    assert primary(tier0(source).findings, CODES) == marks(source, CODES)
+
+
+@pytest.mark.parametrize(
+    ("case", "severity", "has_gain"),
+    [
+        ("strides-swapped", Severity.MEDIUM, True),
+        ("transposed-view", Severity.MEDIUM, True),
+        ("size-as-stride", Severity.HIGH, True),
+        ("no-launch-site-stride-unknown", Severity.LOW, False),
+        ("column-major-walk-of-a-row-major-tensor", Severity.HIGH, True),
+    ],
+)
+def test_its_severity_follows_what_the_call_site_passes(
+    case: str, severity: Severity, has_gain: bool
+) -> None:
+    (source,) = [p.values[0] for p in FIX if p.id == case]
+    (finding,) = [f for f in tier0(src(source)).findings if f.code in CODES]
+    assert finding.severity is severity
+    assert finding.family is Family.COALESCE
+    assert (finding.gain is not None) is has_gain

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.engine.evidence import Family, Severity
+from tests.engine import marks, primary, src, tier0
+
+CODES = {"T0-UNFUSED-LAUNCHES", "T0-SAME-INPUT-RELOADED"}
+
+KERNELS = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * s, mask=offs < n)
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, a + tl.load(b_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def scale(x, s):
+    y = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), s, BLOCK=1024)  # <- MARK-SCALE
+    return y
+
+
+def relu(x):
+    y = torch.empty_like(x)
+    relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)  # <- MARK-RELU
+    return y
+
+
+def add(a, b):
+    y = torch.empty_like(a)
+    add_kernel[(triton.cdiv(a.numel(), 1024),)](a, b, y, a.numel(), BLOCK=1024)  # <- MARK-ADD
+    return y
+"""
+
+
+def model(forward: str, marks_: dict[str, str] | None = None) -> str:
+    text = KERNELS
+    for mark, code in (marks_ or {}).items():
+        text = text.replace(f"# <- {mark}", f"# <- {code}")
+    return text + (
+        "\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n\n"
+        "    def forward(self, x, w):\n"
+        f"{forward}\n"
+    )
+
+
+NOOP = [
+    pytest.param(model("        return relu(x)"), id="one-launch"),
+    pytest.param(model("        return relu(x), scale(w, 2.0)"), id="independent-launches"),
+    pytest.param(
+        src(
+            """
+            import torch.nn as nn
+
+
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return x.relu()
+            """
+        ),
+        id="no-kernels",
+    ),
+]
+
+FIX = [
+    pytest.param(
+        model("        h = scale(x, 2.0)\n        return relu(h)", {"MARK-RELU": "T0-UNFUSED-LAUNCHES"}),
+        id="chain-through-helpers",
+    ),
+    pytest.param(
+        model(
+            "        h = scale(x, 2.0)\n        h = h.view(-1)\n        return relu(h.contiguous())",
+            {"MARK-RELU": "T0-UNFUSED-LAUNCHES"},
+        ),
+        id="chain-through-views",
+    ),
+    pytest.param(
+        model("        return add(relu(x), x)", {"MARK-ADD": "T0-UNFUSED-LAUNCHES, T0-SAME-INPUT-RELOADED"}),
+        id="nested-call-and-reloaded-input",
+    ),
+    pytest.param(
+        model("        return scale(x, 2.0), relu(x)", {"MARK-RELU": "T0-SAME-INPUT-RELOADED"}),
+        id="same-input-read-twice",
+    ),
+]
+
+
+@pytest.mark.parametrize("source", NOOP)
+def test_it_leaves_independent_launches_alone(source: str) -> None:
+    assert primary(tier0(src(source)).findings, CODES) == []
+
+
+@pytest.mark.parametrize("source", FIX)
+def test_it_flags_intermediates_that_round_trip_through_memory(source: str) -> None:
+    source = src(source)
+    assert primary(tier0(source).findings, CODES) == marks(source, CODES)
+
+
+def test_it_counts_the_bytes_fusion_saves() -> None:
+    source = src(FIX[0].values[0])
+    (finding,) = [f for f in tier0(source).findings if f.code == "T0-UNFUSED-LAUNCHES"]
+    assert finding.severity is Severity.MEDIUM
+    assert finding.family is Family.FUSION
+    assert finding.kernel == "relu_kernel"
+    # scale reads x, writes h; relu reads h, writes y: 4 tensors moved, 2 when fused.
+    assert finding.args["bound"] == 2.0
+    assert finding.gain == 1.5
+    assert len(finding.lines) == 2

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.engine.evidence import Family, Severity
+from tests.engine import marks, primary, src, tier0
+
+MISSING = {"T0-MISSING-MASK"}
+NEEDLESS = {"T0-NEEDLESS-MASK"}
+
+HEAD = """
+import torch
+import triton
+import triton.language as tl
+
+
+"""
+
+UNMASKED = """
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)  # <- T0-MISSING-MASK
+    tl.store(y_ptr + offs, x * 2)  # <- T0-MISSING-MASK
+"""
+
+MISSING_NOOP = [
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask)
+""",
+        id="masked-positional-store",
+    ),
+    pytest.param(
+        HEAD
+        + UNMASKED
+        + """
+
+def run(x):
+    n = x.numel()
+    assert n % 1024 == 0, "n must be a multiple of the block"
+    y = torch.empty_like(x)
+    scale[(n // 1024,)](x, y, n, BLOCK=1024)
+    return y
+""",
+        id="wrapper-asserts-divisibility",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def rows(x_ptr, y_ptr, M, N, BM: tl.constexpr):
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    tl.store(y_ptr + rm, tl.load(x_ptr + rm))
+""",
+        id="offsets-wrapped-with-modulo",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2)
+    else:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+""",
+        id="heuristic-even-branch",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def tile(x_ptr, y_ptr, stride, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(y_ptr + cols, tl.load(x_ptr + cols))
+""",
+        id="fixed-offsets-no-program-id",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def block_ptrs(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    tl.store(y_ptr + tl.program_id(0) * BM + tl.arange(0, BM), tl.sum(tl.load(src, boundary_check=(0, 1)), axis=1),
+             mask=tl.arange(0, BM) < M)
+""",
+        id="block-pointer-with-boundary-check",
+    ),
+]
+
+MISSING_FIX = [
+    pytest.param(HEAD + UNMASKED, id="element-wise-without-masks"),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def row_sum(x_ptr, y_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = 0.0
+    for off in range(0, n_cols, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.sum(tl.load(x_ptr + row * stride + cols), axis=0)  # <- T0-MISSING-MASK
+    tl.store(y_ptr + row, acc)
+""",
+        id="row-loop-without-a-tail-mask",
+    ),
+]
+
+NEEDLESS_NOOP = [
+    pytest.param(HEAD + MISSING_NOOP[0].values[0].removeprefix(HEAD), id="real-bound"),
+]
+
+NEEDLESS_FIX = [
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def tile(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    tl.store(y_ptr + cols, tl.load(x_ptr + cols, mask=cols < BLOCK), mask=cols < BLOCK)  # <- T0-NEEDLESS-MASK
+""",
+        id="arange-below-its-own-bound",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)  # <- T0-NEEDLESS-MASK
+
+
+def run(x):
+    n = x.numel()
+    assert n % 1024 == 0
+    y = torch.empty_like(x)
+    scale[(n // 1024,)](x, y, n, BLOCK=1024)
+    return y
+""",
+        id="size-asserted-divisible",
+    ),
+]
+
+
+@pytest.mark.parametrize("source", MISSING_NOOP)
+def test_it_accepts_masked_or_provably_in_bounds_accesses(source: str) -> None:
+    assert primary(tier0(src(source)).findings, MISSING) == []
+
+
+@pytest.mark.parametrize("source", MISSING_FIX)
+def test_it_flags_unmasked_accesses_moved_by_the_program_id(source: str) -> None:
+    source = src(source)
+    found = [f for f in tier0(source).findings if f.code in MISSING]
+    assert primary(found, MISSING) == marks(source, MISSING)
+    assert all(f.severity is Severity.HIGH and f.family is Family.MASKING for f in found)
+
+
+@pytest.mark.parametrize("source", NEEDLESS_NOOP)
+def test_it_keeps_masks_that_can_be_false(source: str) -> None:
+    assert primary(tier0(src(source)).findings, NEEDLESS) == []
+
+
+@pytest.mark.parametrize("source", NEEDLESS_FIX)
+def test_it_notes_masks_that_are_always_true(source: str) -> None:
+    source = src(source)
+    found = [f for f in tier0(source).findings if f.code in NEEDLESS]
+    # One finding per masked access; both sit on the marked line.
+    assert sorted({(f.code, f.lines[0]) for f in found}) == marks(source, NEEDLESS)
+    assert all(f.severity is Severity.INFO for f in found)

@@ -1,0 +1,133 @@
+"""The static reader under the rules: values, launches, autotune spaces, inputs, aliases."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from diagnosis.engine.tier0.source import Resolver, is_transposed, parse_module
+from tests.engine import src
+
+MODULE = src(
+    """
+    import torch
+    import triton
+    from triton import language as lang
+
+    BLOCK = 256
+    SHAPES = [(128, 64), (4096, 4096)]
+
+
+    @triton.autotune(configs=[triton.Config({"B": b}, num_warps=w) for b in (64, 128) for w in [2, 4]], key=["n"])
+    @triton.jit
+    def k(x_ptr, n, stride, B: lang.constexpr, C: lang.constexpr = 8):
+        offs = lang.program_id(0) * B + lang.arange(0, B)
+        lang.store(x_ptr + offs * stride, 1.0, mask=offs < n)
+
+
+    def launch(x):
+        M, N = x.shape
+        n = M * N
+        blk = triton.next_power_of_2(N)
+        xt = x.t()
+        k[lambda meta: (triton.cdiv(n, meta["B"]), 2 * 3)](x, n, xt.stride(1), C=BLOCK // 4, num_warps=BLOCK // 64)
+        k[(4, BLOCK)](x, 17, x.stride(0), B=blk)
+
+
+    def get_inputs():
+        return [torch.randn(BLOCK, 1024, dtype=torch.float16), torch.randint(0, 10, (8, 8)).cuda()]
+
+
+    def get_input_cases():
+        return [[torch.rand(m, n).half()] for m, n in SHAPES]
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def module():
+    return parse_module(MODULE)
+
+
+def test_it_finds_the_kernel_its_constexprs_and_aliases(module) -> None:
+    kernel = module.kernels["k"]
+    assert kernel.params == ["x_ptr", "n", "stride", "B", "C"]
+    assert kernel.constexprs == ["B", "C"]
+    assert kernel.runtime_params == ["x_ptr", "n", "stride"]
+    assert [kernel.tl_name(c) for c in kernel.tl_calls("store")] == ["store"]
+    assert kernel.param_default("C").value == 8
+
+
+def test_it_expands_an_autotune_comprehension(module) -> None:
+    autotune = module.kernels["k"].autotune
+    assert autotune is not None and autotune.key == ("n",)
+    assert [(c.kwargs["B"].value, c.num_warps) for c in autotune.configs] == [
+        (64, 2),
+        (64, 4),
+        (128, 2),
+        (128, 4),
+    ]
+
+
+def test_it_resolves_launch_arguments_from_locals_and_constants(module) -> None:
+    first, second = module.launches
+    assert first.values["n"].kind == "shape" and first.values["n"].value is None
+    assert first.values["C"].value == 64
+    assert first.options["num_warps"].value == 4
+    assert first.values["stride"].kind == "stride" and first.values["stride"].tensor == "xt"
+    assert second.values["B"].kind == "next_power_of_2" and second.values["B"].value is None
+    assert second.values["n"].value == 17
+    assert second.programs == 4 * 256
+
+
+def test_it_resolves_a_grid_lambda_through_meta(module) -> None:
+    first = module.launches[0]
+    assert first.grid is not None
+    assert [d.value for d in first.grid] == [None, 6]
+    assert first.programs is None
+
+
+def test_it_reads_input_shapes_and_dtypes(module) -> None:
+    got = [(t.function, t.shape, t.dtype) for t in module.inputs]
+    assert got == [
+        ("get_inputs", (256, 1024), "float16"),
+        ("get_inputs", (8, 8), "int64"),
+        ("get_input_cases", (128, 64), "float16"),
+        ("get_input_cases", (4096, 4096), "float16"),
+    ]
+    assert module.max_input_numel() == 4096 * 4096
+
+
+def test_it_sees_a_transposed_view(module) -> None:
+    fn = module.functions["launch"]
+    resolver = Resolver(module, fn)
+    line = module.launches[0].line
+    assert is_transposed(resolver, "xt", line)
+    assert not is_transposed(resolver, "x", line)
+
+
+@pytest.mark.parametrize(
+    ("expr", "value", "kind"),
+    [
+        ("BLOCK * 2 + 1", 513, "literal"),
+        ("triton.next_power_of_2(1000)", 1024, "next_power_of_2"),
+        ("triton.cdiv(BLOCK, 100)", 3, "literal"),
+        ("min(BLOCK, 64)", 64, "literal"),
+        ("x.numel()", None, "shape"),
+        ("x.shape[1] * 2", None, "shape"),
+        ("unknown_name", None, "unknown"),
+        ("-BLOCK", -256, "literal"),
+    ],
+)
+def test_resolver_values(module, expr: str, value: object, kind: str) -> None:
+    node = ast.parse(expr, mode="eval").body
+    got = Resolver(module).resolve(node, 10_000)
+    assert (got.value, got.kind) == (value, kind)
+
+
+def test_kernel_dependencies_follow_locals(module) -> None:
+    kernel = module.kernels["k"]
+    deps = kernel.name_deps("offs")
+    assert deps.pids == frozenset({0}) and deps.arange and not deps.loaded
+    assert kernel.pointer_params() == {"x_ptr"}
