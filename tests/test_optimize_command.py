@@ -1,0 +1,141 @@
+"""`manage.py optimize FILE`: stores the file like an upload, runs it in-process, reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Team
+from runner import pipeline
+from tests.conftest import GOOD_SOURCE
+
+pytestmark = pytest.mark.django_db
+
+REPORT_KEYS = {"run", "findings", "proposals", "best_version", "timings"}
+
+
+@pytest.fixture
+def module(tmp_path: Path) -> Path:
+    path = tmp_path / "double.py"
+    path.write_text(GOOD_SOURCE)
+    return path
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    from tests.worker.fakes import ScriptedLoop
+
+    loop = ScriptedLoop()
+    monkeypatch.setattr(pipeline, "run_loop", loop)
+    monkeypatch.setattr(pipeline, "make_executor", lambda run: "executor")
+    return loop
+
+
+def optimize_json(*args: str, capsys) -> dict:
+    call_command("optimize", *args, "--json")
+    return json.loads(capsys.readouterr().out)
+
+
+def test_it_stores_the_file_like_an_upload_and_prints_the_report(module, scripted, capsys) -> None:
+    report = optimize_json(str(module), "--device", "cpu", "--rounds", "3", capsys=capsys)
+
+    assert set(report) == REPORT_KEYS
+    run = DiagnosisRun.objects.get()
+    assert (run.device, run.target, run.round_budget, run.status) == ("cpu", "sm_90", 3, "done")
+    assert run.version.source == GOOD_SOURCE and run.version.filename == "double.py"
+    assert run.version.kernel.name == "double" and run.version.kernel.team.name == "cli"
+    assert (
+        run.requested_by.username == "cli" and run.version.kernel.team.members.filter(username="cli").exists()
+    )
+
+    assert report["run"]["id"] == run.id
+    assert {"id", "status", "device", "target", "wall_s", "device_s"} <= set(report["run"])
+    assert report["run"]["status"] == "done"
+    assert [f["code"] for f in report["findings"]] == ["test_worker.small_block", "test_worker.scalar_loads"]
+    assert report["findings"][1]["lines"] == [16] and report["findings"][1]["evidence"][0]["kind"] == "ptx"
+    (proposal,) = report["proposals"]
+    assert proposal["status"] == "pending" and proposal["findings_addressed"] == ["test_worker.small_block"]
+    assert report["best_version"]["origin"] == "proposal"
+    assert report["best_version"]["proposal"] == proposal["id"]
+    assert "BLOCK=1024" in report["best_version"]["source"]
+    assert report["timings"]["initial"]["cases"][0]["time_ms"] == 2.0
+    assert report["timings"]["best"]["cases"][0]["time_ms"] == 1.0
+
+
+def test_it_runs_the_same_code_path_as_the_worker(module, scripted, capsys) -> None:
+    optimize_json(str(module), "--arch", "sm_80", "--rounds", "2", capsys=capsys)
+
+    config = scripted.calls[0]["config"]
+    assert (config.device, config.target, config.round_budget, config.proposer) == (
+        "cpu",
+        "sm_80",
+        2,
+        "rules",
+    )
+    run = DiagnosisRun.objects.get()
+    assert run.attempts == 1 and run.worker  # claimed like a worker claims it
+
+
+def test_a_second_run_of_the_same_file_reuses_kernel_and_version(module, scripted, capsys) -> None:
+    optimize_json(str(module), capsys=capsys)
+    optimize_json(str(module), "--team", "perf", "--user", "alice", capsys=capsys)
+    optimize_json(str(module), "--team", "perf", "--user", "alice", capsys=capsys)
+
+    assert Team.objects.filter(name__in=["cli", "perf"]).count() == 2
+    assert Kernel.objects.count() == 2 and KernelVersion.objects.count() == 2
+    assert DiagnosisRun.objects.count() == 3
+
+
+def test_the_text_report_names_status_findings_and_proposals(module, scripted, capsys) -> None:
+    call_command("optimize", str(module))
+    out = capsys.readouterr().out
+
+    assert "double v1 on cpu (sm_90): done (round_budget)" in out
+    assert "test_worker.scalar_loads" in out and "lines 16" in out
+    assert "best: proposal" in out
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        pytest.param(GOOD_SOURCE.replace("class ModelNew", "class Other"), "ModelNew", id="missing-ModelNew"),
+        pytest.param(
+            GOOD_SOURCE.replace(
+                "    def forward(self, x):\n        return", "    def forward(self, x)\n        return", 1
+            ),
+            ":8: ",
+            id="syntax",
+        ),
+        pytest.param(GOOD_SOURCE.replace("@triton.jit\n", ""), "triton.jit", id="no-kernel"),
+    ],
+)
+def test_a_bad_file_is_a_clear_error_naming_the_line(
+    tmp_path: Path, source: str, problem: str, scripted
+) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text(source)
+
+    with pytest.raises(CommandError) as info:
+        call_command("optimize", str(path), "--json")
+
+    assert str(path) in str(info.value) and problem in str(info.value)
+    assert not DiagnosisRun.objects.exists()
+    assert scripted.calls == []
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("optimize", str(tmp_path / "nope.py"))
+
+
+def test_a_crash_fails_the_run_and_exits_non_zero(module, scripted) -> None:
+    scripted.raises = [RuntimeError("executor exploded")]
+
+    with pytest.raises(RuntimeError, match="executor exploded"):
+        call_command("optimize", str(module), "--json")
+
+    run = DiagnosisRun.objects.get()
+    assert run.status == "failed" and run.error == "attempt 1 failed: RuntimeError: executor exploded"
