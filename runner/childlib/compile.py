@@ -2,7 +2,7 @@
 target, and return each stage's text, per-pass IR dumps and resource usage (tiers 2 and 3).
 
 Runs inside the sandbox child: imports only the standard library, torch, triton, numpy and
-runner.childlib. Nothing is executed on a device: launches are captured on CPU with the JIT's
+runner.childlib / runner.errors / runner.protocol. Nothing is executed on a device: launches are captured on CPU with the JIT's
 exact specialization (runner.childlib.launches) and recompiled with `triton.compile`.
 
 Options (`JobRequest.options`):
@@ -34,10 +34,13 @@ from typing import Any
 import triton
 
 from runner.childlib import module as modlib
+from runner.childlib.hostile import load, user_call
 from runner.childlib.launches import Launch, parse_target, record_launches
+from runner.errors import JobFailed
 from runner.protocol import JobRequest
 
 TRITON_VERSION = triton.__version__
+IS_TRITON_ASCEND = "ascend" in getattr(getattr(triton, "backends", None), "backends", {})
 DEFAULT_DUMP_CAP = 2_000_000
 _module_ids = itertools.count()
 
@@ -62,29 +65,32 @@ _AMD_META = re.compile(
 _AMD_OCCUPANCY = re.compile(r";\s*Occupancy:\s*(\d+)")
 
 
-class CompileJobError(Exception):
-    """The compile job could not produce any kernel; carries a stable kind and the user line."""
-
-    def __init__(self, kind: str, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.line = line
-
-
 def compile_job(request: JobRequest) -> dict[str, Any]:
     """Capture ModelNew's launches on CPU and compile each distinct one for request.target."""
     t0 = time.perf_counter()
+    if IS_TRITON_ASCEND:
+        # triton-ascend ships triton 3.2's API: ASTSource(fn, sig, constants=...) compiles an
+        # npu target through ttir and ttadapter (linalg) and stops at the binary without CANN,
+        # but the launch recorder relies on 3.6's binder (create_function_from_signature,
+        # _pack_args), which 3.2 lacks. Say so instead of failing somewhere inside.
+        raise JobFailed(
+            "unavailable",
+            f"the compile job needs triton 3.6's launch binder; this is triton-ascend {TRITON_VERSION}",
+        )
     options = dict(request.options or {})
     overrides = dict(options.get("overrides") or {})
     path = overrides.get("source") or request.module
     target = parse_target(request.target)
     notes: list[str] = []
 
-    module = modlib.load_module(path, name=f"kernelopt_compile_{next(_module_ids)}")
+    module = load(path, f"kernelopt_compile_{next(_module_ids)}")
     launches = _capture(module, request, options, target, notes)
     t_capture = time.perf_counter() - t0
 
+    names = {a.name for launch in launches for a in launch.args}
+    unknown = [n for n in overrides.get("divisibility") or [] if n not in names]
+    if unknown:
+        raise JobFailed("bad_request", f"overrides.divisibility names no kernel argument: {unknown}")
     unique: dict[tuple, Launch] = {}
     for launch in launches:
         unique.setdefault(launch.key, launch)
@@ -112,24 +118,25 @@ def compile_job(request: JobRequest) -> dict[str, Any]:
 def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes: list[str]) -> list[Launch]:
     import torch
 
+    paths = [module.__file__]
     if options.get("inputs") == "verify":
-        verify = modlib.verify_cases(module)
+        verify = user_call(lambda: modlib.verify_cases(module), what="get_verify_inputs()", paths=paths)
         if not verify:
-            raise CompileJobError(
-                "bad_inputs", "options.inputs='verify' but the module has no get_verify_inputs()"
-            )
+            raise JobFailed("bad_inputs", "options.inputs='verify' but the module has no get_verify_inputs()")
         cases = [(None, verify[0])]
     else:
-        all_cases = modlib.input_cases(module)
+        all_cases = user_call(
+            lambda: modlib.input_cases(module), what="get_input_cases()/get_inputs()", paths=paths
+        )
         indices = request.cases if request.cases else [0]
         bad = [i for i in indices if not 0 <= i < len(all_cases)]
         if bad:
-            raise CompileJobError(
-                "bad_inputs", f"case indices {bad} out of range (module has {len(all_cases)})"
-            )
+            raise JobFailed("bad_inputs", f"case indices {bad} out of range (module has {len(all_cases)})")
         cases = [(i, all_cases[i]) for i in indices]
     seed = request.seeds[0] if request.seeds else 0
-    _, new = modlib.build_models(module, seed, "cpu")
+    _, new = user_call(
+        lambda: modlib.build_models(module, seed, "cpu"), what="building the models", paths=paths
+    )
     launches: list[Launch] = []
     with torch.no_grad(), record_launches(execute=False, target=target) as rec:
         for index, inputs in cases:
@@ -139,10 +146,10 @@ def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes
             except Exception as exc:  # outputs are garbage during capture; later code may choke on them
                 line = modlib._user_line(exc, module.__file__)
                 if not rec.launches:
-                    raise CompileJobError(
+                    raise JobFailed(
                         "exception",
                         f"ModelNew.forward raised {type(exc).__name__} before launching any kernel: {exc}",
-                        line,
+                        line=line,
                     ) from exc
                 notes.append(
                     f"forward raised {type(exc).__name__} after {len(rec.launches)} launch(es) "
@@ -150,7 +157,7 @@ def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes
                 )
         launches = list(rec.launches)
     if not launches:
-        raise CompileJobError("no_launch", "ModelNew.forward launched no Triton kernel")
+        raise JobFailed("no_triton_launch", "ModelNew.forward launched no Triton kernel")
     return launches
 
 
@@ -158,7 +165,7 @@ def _param_index(launch: Launch, name: str) -> int:
     for i, arg in enumerate(launch.args):
         if arg.name == name:
             return i
-    raise CompileJobError("bad_override", f"kernel {launch.kernel} has no argument {name!r}")
+    raise JobFailed("bad_request", f"kernel {launch.kernel} has no argument {name!r}")
 
 
 def _apply_overrides(launch: Launch, overrides: dict) -> tuple[dict, dict, list[str]]:
@@ -200,7 +207,7 @@ def _compile_launch(launch: Launch, target: Any, overrides: dict, options: dict)
     }
     try:
         attrs, copts, applied = _apply_overrides(launch, overrides)
-    except CompileJobError as exc:
+    except JobFailed as exc:
         record["error"] = exc.message
         return record
     record["applied"] = applied

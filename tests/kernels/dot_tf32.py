@@ -1,4 +1,5 @@
-"""Clean counterpart of dot_fp32_ieee: tf32 input precision, the dot runs on tensor cores."""
+"""Clean counterpart of dot_fp32_ieee: tf32 input precision, so the dot runs on tensor
+cores (wgmma)."""
 
 import torch
 import torch.nn as nn

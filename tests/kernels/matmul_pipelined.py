@@ -1,4 +1,5 @@
-"""Clean counterpart of matmul_stages1: three stages, the K loop is pipelined with cp.async."""
+"""Clean counterpart of matmul_stages1: three stages, so the K loop is software-pipelined
+with cp.async copies into shared memory."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,5 @@
-"""Clean counterpart of vadd_unaligned: the length is a multiple of 16, loads are 128-bit."""
+"""Clean counterpart of vadd_unaligned: the length is a multiple of 16, so the loads
+and the store are 128-bit."""
 
 import torch
 import torch.nn as nn

@@ -39,3 +39,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+def get_verify_inputs():
+    return [[torch.randn(1000), torch.randn(1000)]]

@@ -1,0 +1,187 @@
+"""Tier 3 on the problem kernels: the reason each optimization did not fire, and
+counterfactual recompiles that confirm it before any hardware run."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagnosis.engine.counterfactual import PIPELINE, VECTORIZE, Hypothesis, diff_tables, run_counterfactual
+from diagnosis.engine.evidence import Family, Tier
+from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.tier3 import pass_diff, run_tier3
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def _compile(name: str, overrides: dict[str, Any] | None = None, dumps: bool = True) -> CompileResult:
+    from runner.childlib.compile import compile_job
+    from runner.protocol import JobRequest
+
+    options: dict[str, Any] = {"pass_dumps": dumps, "sass": False}
+    if overrides:
+        options["overrides"] = overrides
+    data = compile_job(JobRequest(job="compile", module=str(KERNELS / f"{name}.py"), options=options))
+    return CompileResult.from_json(json.loads(json.dumps(data)))
+
+
+@functools.cache
+def compiled(name: str) -> CompileResult:
+    return _compile(name)
+
+
+@functools.cache
+def recompiled(name: str, key: str) -> CompileResult:
+    return _compile(name, json.loads(key), dumps=False)
+
+
+def recompile_for(name: str):
+    return lambda overrides: recompiled(name, json.dumps(overrides, sort_keys=True))
+
+
+@functools.cache
+def tier3(name: str, with_recompile: bool = True):
+    source = (KERNELS / f"{name}.py").read_text()
+    return run_tier3(compiled(name), source, recompile=recompile_for(name) if with_recompile else None)
+
+
+def findings(result, code: str):
+    return [f for f in result.findings if f.code == code]
+
+
+FLAGGED = [
+    pytest.param("vadd_unaligned", "CG_VECTORIZATION_BLOCKED", 15, id="mask-bound-n-not-divisible"),
+    pytest.param("colsum_strided", "CG_STRIDED_ACCESS", 16, id="column-walk-stride"),
+    pytest.param("matmul_stages1", "CG_NOT_PIPELINED", 24, id="num-stages-1"),
+    pytest.param("softmax_spills", "CG_SPILL_CAUSE", 18, id="row-too-wide-for-one-warp"),
+    pytest.param("dot_fp32_ieee", "CG_DOT_NO_MMA", 25, id="ieee-fp32-dot"),
+]
+
+CLEAN = [
+    pytest.param("vadd_aligned", "CG_VECTORIZATION_BLOCKED", id="aligned-vadd"),
+    pytest.param("colsum_tiled", "CG_STRIDED_ACCESS", id="tiled-colsum"),
+    pytest.param("matmul_pipelined", "CG_NOT_PIPELINED", id="pipelined-matmul"),
+    pytest.param("softmax_warps", "CG_SPILL_CAUSE", id="sixteen-warps"),
+    pytest.param("dot_tf32", "CG_DOT_NO_MMA", id="tf32-dot"),
+]
+
+
+@pytest.mark.parametrize(("name", "code", "line"), FLAGGED)
+def test_it_names_why_the_optimization_did_not_fire(name: str, code: str, line: int) -> None:
+    result = tier3(name)
+    hits = findings(result, code)
+    assert hits and any(line in f.lines for f in hits), [f.to_json() for f in result.findings]
+    assert all(f.tier == Tier.COMPILER for f in hits)
+    assert result.localizes
+
+
+@pytest.mark.parametrize(("name", "code"), CLEAN)
+def test_it_finds_nothing_to_explain_on_the_clean_counterpart(name: str, code: str) -> None:
+    result = tier3(name)
+    assert not findings(result, code)
+    assert not findings(result, "CG_COUNTERFACTUAL")
+
+
+def test_it_names_the_mask_bound_that_lacks_divisibility() -> None:
+    f = next(f for f in findings(tier3("vadd_unaligned"), "CG_VECTORIZATION_BLOCKED") if f.lines == (15,))
+    assert [b["arg"] for b in f.args["blockers"]] == ["n"]
+    assert f.args["blockers"][0]["role"] == "mask" and f.args["blockers"][0]["value"] == 1_000_003
+    assert "`n`" in f.message and f.family == Family.MASKING
+
+
+def test_it_confirms_vectorization_with_n_divisible_by_16() -> None:
+    result = tier3("vadd_unaligned")
+    [cf] = findings(result, "CG_COUNTERFACTUAL")
+    assert cf.args["overrides"] == {"divisibility": ["n"]}
+    assert cf.args["before"]["widths"]["15"]["global_load"] == [32]
+    assert cf.args["after"]["widths"]["15"]["global_load"] == [128]
+    assert cf.args["after"]["widths"]["17"]["global_store"] == [128]
+    assert "ld.global.v4.b32" in cf.message and "line 15" in cf.message
+    assert cf.evidence[0].kind == "ptx" and "ld.global.v4.b32" in cf.evidence[0].excerpt
+    assert result.explains and result.narrows
+
+
+def test_it_names_the_stride_argument_of_a_strided_load() -> None:
+    [f] = findings(tier3("colsum_strided"), "CG_STRIDED_ACCESS")
+    assert f.args["stride_args"] == ["stride_xm"]
+    assert "1024" in f.message and f.family == Family.COALESCE
+    assert not findings(tier3("colsum_strided"), "CG_COUNTERFACTUAL")  # no hint can fix a stride
+
+
+def test_it_reports_the_loop_not_pipelined_and_confirms_with_three_stages() -> None:
+    result = tier3("matmul_stages1")
+    [f] = findings(result, "CG_NOT_PIPELINED")
+    assert f.args["num_stages"] == 1 and "num_stages=1" in f.message
+    assert f.args["async_copies"] == 0  # read from the dump after TritonGPUPipeline
+    assert any(e.kind == "pass_dump" and e.name == "TritonGPUPipeline" for e in f.evidence)
+    [cf] = findings(result, "CG_COUNTERFACTUAL")
+    assert cf.args["overrides"] == {"num_stages": 3}
+    assert cf.args["after"]["async_copies"] > 0 == cf.args["before"]["async_copies"]
+    assert cf.family == Family.PIPELINING and result.explains
+
+
+def test_it_explains_spills_by_the_tile_per_thread_and_confirms_with_more_warps() -> None:
+    result = tier3("softmax_spills")
+    [f] = findings(result, "CG_SPILL_CAUSE")
+    assert f.args["elements"] == 8192 and f.args["values_per_thread"] == 256
+    [cf] = findings(result, "CG_COUNTERFACTUAL")
+    assert cf.args["overrides"] == {"num_warps": f.args["suggested_num_warps"]}
+    assert cf.args["after"]["spills"] == 0 < cf.args["before"]["spills"]
+
+
+def test_it_names_ieee_precision_as_the_reason_the_dot_uses_fma() -> None:
+    [f] = findings(tier3("dot_fp32_ieee"), "CG_DOT_NO_MMA")
+    assert f.args["input_precision"] == "ieee" and f.args["dtypes"][0] == "f32"
+    assert f.family == Family.DOT_PRECISION
+
+
+def test_it_confirms_a_source_transform_given_as_an_alternative_file() -> None:
+    before = compiled("dot_fp32_ieee")
+    h = Hypothesis(
+        "bmm_kernel", {"source": str(KERNELS / "dot_tf32.py")}, "tensor_cores", (), Family.DOT_PRECISION
+    )
+    cf = run_counterfactual(h, before, recompile_for("dot_fp32_ieee"))
+    assert cf.code == "CG_COUNTERFACTUAL"
+    assert cf.args["after"]["tensor_core_instructions"] > 0 == cf.args["before"]["tensor_core_instructions"]
+
+
+def test_it_reports_a_hypothesis_that_changes_nothing() -> None:
+    before = compiled("colsum_strided")
+    h = Hypothesis("colsum_kernel", {"divisibility": ["M"]}, VECTORIZE, (16,), Family.HINTS)
+    cf = run_counterfactual(h, before, recompile_for("colsum_strided"))
+    assert cf.code == "CG_COUNTERFACTUAL_NO_EFFECT"
+    assert "stay 32-bit" in cf.message
+
+
+def test_it_lists_hypotheses_without_running_them_when_no_recompile_is_given() -> None:
+    result = tier3("matmul_stages1", with_recompile=False)
+    assert not result.explains
+    assert result.data["counterfactuals"] == [
+        {"hypothesis": "num_stages=3", "kernel": "matmul_kernel", "ran": False}
+    ]
+
+
+def test_it_reads_which_passes_changed_the_ir() -> None:
+    result = tier3("matmul_pipelined")
+    passes = result.data["kernels"]["matmul_kernel"]["passes"]
+    by_name = {p["pass"]: p["delta"] for p in passes}
+    assert by_name["TritonGPUAccelerateMatmul"].get("ttng.warp_group_dot", 0) > 0
+    # in 3.6 TritonGPUScheduleLoops already lowers the loads to async copies; Pipeline expands the loop
+    assert by_name["TritonGPUScheduleLoops"].get("ttg.async_copy_global_to_local", 0) > 0
+    assert any(a.kind == "pass_dump" for a in result.artefacts)
+    kernel = compiled("matmul_pipelined").kernels[0]
+    before = next(d for d in kernel.pass_dumps if d.name == "TritonGPUAssignLatencies")
+    after = next(d for d in kernel.pass_dumps if d.name == "TritonGPUScheduleLoops")
+    assert "async_copy_global_to_local" in pass_diff(before.text, after.text, limit=400)
+
+
+def test_diff_tables_shows_the_counterfactual_per_line() -> None:
+    before = compiled("matmul_stages1").kernels[0]
+    after = recompile_for("matmul_stages1")({"num_stages": 3}).kernels[0]
+    diff = diff_tables(before, after)
+    assert "cp_async" in diff[25] and diff[25]["cp_async"]["before"] == {}
+    assert PIPELINE == "pipeline"
