@@ -1,0 +1,237 @@
+"""Shared fixtures: a real Postgres database, a base set of users and one team's records.
+
+Tests run on Postgres (STYLE.md 15). DATABASE_URL defaults to the local server; `make test`
+sets it explicitly. pytest-django reads the settings before this file is imported, so the
+default is applied by pointing the already-configured connection at it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+DEFAULT_TEST_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/kernelopt"
+
+
+def _default_database_url() -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    if os.environ.get("DATABASE_URL") or not settings.configured:
+        return
+    os.environ["DATABASE_URL"] = DEFAULT_TEST_DATABASE_URL
+
+    from kernelopt_site.env import database_from_url
+
+    settings.DATABASE_URL = DEFAULT_TEST_DATABASE_URL
+    default = settings.DATABASES["default"]
+    # `connections` holds this same dict; replace its contents and let Django fill its defaults.
+    default.clear()
+    default.update(database_from_url(DEFAULT_TEST_DATABASE_URL))
+    connections.configure_settings(settings.DATABASES)
+    if hasattr(connections._connections, "default"):
+        connections["default"].close()
+        del connections._connections.default
+
+
+_default_database_url()
+
+
+def pytest_configure(config) -> None:
+    from django.conf import settings
+
+    if settings.configured:
+        # Tests create users by the dozen; the production hasher would dominate their run time.
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # whitenoise warns when collectstatic has not run; tests serve no static files.
+    config.addinivalue_line("filterwarnings", "ignore:No directory at:UserWarning")
+
+
+# A valid kernel module: the smallest file that passes upload validation and really runs.
+GOOD_SOURCE = """\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        double_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
+        return out
+
+
+def get_inputs():
+    return [torch.randn(1000)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# The same module with a larger block: what a proposal would change.
+PROPOSED_SOURCE = GOOD_SOURCE.replace("BLOCK=128", "BLOCK=1024").replace("cdiv(n, 128)", "cdiv(n, 1024)")
+
+
+@pytest.fixture
+def good_source() -> str:
+    return GOOD_SOURCE
+
+
+@pytest.fixture
+def owner(django_user_model):
+    """A team member who owns the kernel; not a reviewer."""
+    return django_user_model.objects.create_user("owner", password="owner-pass-1")
+
+
+@pytest.fixture
+def reviewer(django_user_model):
+    """A reviewer of the team (not listed as a member: reviewing alone grants access)."""
+    return django_user_model.objects.create_user("reviewer", password="reviewer-pass-1")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    """A user in another team, who must not learn that the team's kernels exist."""
+    return django_user_model.objects.create_user("outsider", password="outsider-pass-1")
+
+
+@pytest.fixture
+def team(owner, reviewer, outsider):
+    from diagnosis.models import Team
+
+    team = Team.objects.create(name="kernels")
+    team.members.add(owner)
+    team.reviewers.add(reviewer)
+    other = Team.objects.create(name="elsewhere")
+    other.members.add(outsider)
+    return team
+
+
+@pytest.fixture
+def kernel(team, owner):
+    from diagnosis.models import Kernel
+
+    return Kernel.objects.create(team=team, name="double", owner=owner)
+
+
+@pytest.fixture
+def version(kernel, owner):
+    from diagnosis.models import KernelVersion
+
+    return KernelVersion.objects.create(
+        kernel=kernel,
+        number=1,
+        source=GOOD_SOURCE,
+        sha256=KernelVersion.digest(GOOD_SOURCE),
+        filename="double.py",
+        created_by=owner,
+    )
+
+
+@pytest.fixture
+def run(version, owner):
+    from diagnosis.models import DiagnosisRun
+
+    return DiagnosisRun.objects.create(version=version, device="cpu", target="sm_90", requested_by=owner)
+
+
+@pytest.fixture
+def round_(run, version):
+    from diagnosis.models import Round
+
+    return Round.objects.create(
+        run=run,
+        index=1,
+        parent_version=version,
+        tier_reached=2,
+        hypothesis="BLOCK=128 leaves the grid too fine",
+    )
+
+
+@pytest.fixture
+def finding(run, round_):
+    from diagnosis.models import Finding
+
+    return Finding.objects.create(
+        run=run,
+        round=round_,
+        tier=0,
+        code="small_block",
+        severity="medium",
+        family="launch_config",
+        message="BLOCK=128 is small for a streaming kernel",
+        lines=[23],
+        kernel="double_kernel",
+        evidence=[
+            {"kind": "ptx", "kernel": "double_kernel", "lines": [3], "excerpt": "ld.global.f32", "name": ""}
+        ],
+    )
+
+
+@pytest.fixture
+def artefact(run, round_):
+    from diagnosis.models import Artefact
+
+    text = "\n".join(f"// ptx line {i}" for i in range(1, 51))
+    artefact = Artefact.build(run=run, round=round_, kind="ptx", name="double_kernel.ptx", text=text)
+    artefact.save()
+    return artefact
+
+
+@pytest.fixture
+def proposal(round_, version, finding):
+    import difflib
+
+    from diagnosis.models import Proposal
+
+    diff = "\n".join(
+        difflib.unified_diff(
+            GOOD_SOURCE.splitlines(),
+            PROPOSED_SOURCE.splitlines(),
+            "v1/double.py",
+            "proposal/double.py",
+            lineterm="",
+        )
+    )
+    proposal = Proposal.objects.create(
+        round=round_,
+        parent_version=version,
+        parent_source=GOOD_SOURCE,
+        source=PROPOSED_SOURCE,
+        diff=diff,
+        proposer="rules",
+        family="launch_config",
+        rationale="A larger block halves the number of programs.",
+        verification={
+            "cases": [
+                {
+                    "case": 0,
+                    "correct": True,
+                    "parent_ms": 0.020,
+                    "candidate_ms": 0.010,
+                    "speedup": 2.0,
+                    "pct_sol": 61.5,
+                }
+            ]
+        },
+        speedup=2.0,
+        pct_sol=61.5,
+    )
+    proposal.findings.add(finding)
+    return proposal
