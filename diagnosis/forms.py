@@ -1,0 +1,189 @@
+"""Forms: kernel upload (a new kernel, or a new version of one) and the review decision."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from functools import partial
+
+from django import forms
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+
+from diagnosis.access import visible_teams
+from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Review
+from diagnosis.validation import ValidationResult, validate_module_source
+
+logger = logging.getLogger(__name__)
+
+TARGET_SUGGESTIONS = ("sm_90", "sm_100", "sm_89", "sm_80", "gfx942", "npu:Ascend910B3")
+_TARGET_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,40}$")
+MAX_ROUND_BUDGET = 100
+
+
+def enqueue_run(run_id: int, device: str) -> None:
+    """Hand the run id to the broker (runner.dispatch); the run row is already committed.
+
+    runner.dispatch is written alongside this app; until it exists the run simply stays
+    queued (the stale-run sweep sends queued runs again), so the fallback only logs.
+    """
+    try:
+        from runner.dispatch import enqueue_run as dispatch
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("runner.dispatch", "runner"):
+            raise
+        logger.warning("runner.dispatch is not available; run %s stays queued for device %s", run_id, device)
+        return
+    dispatch(run_id, device)
+
+
+@dataclass(frozen=True)
+class UploadOutcome:
+    kernel: Kernel
+    version: KernelVersion
+    run: DiagnosisRun
+    created_kernel: bool
+    reused_version: bool
+
+
+class UploadForm(forms.Form):
+    """A kernel module as a file or pasted text, where it goes, and how to run it.
+
+    With `kernel` given the upload is a new version of that kernel: name and team are fixed.
+    """
+
+    file = forms.FileField(required=False, label="Kernel module (.py)")
+    source = forms.CharField(
+        required=False,
+        strip=False,
+        label="…or paste the source",
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false", "class": "code"}),
+    )
+    name = forms.CharField(max_length=200, required=False, help_text="Defaults to the file name.")
+    team = forms.ModelChoiceField(queryset=None, empty_label=None)
+    device = forms.ChoiceField(label="Device kind")
+    target = forms.CharField(
+        max_length=40,
+        help_text="Compile target for the IR tiers, e.g. sm_90, sm_80, gfx942, npu:Ascend910B3.",
+        widget=forms.TextInput(attrs={"list": "target-suggestions"}),
+    )
+    round_budget = forms.IntegerField(min_value=1, max_value=MAX_ROUND_BUDGET, label="Round budget")
+
+    def __init__(self, user, *args, kernel: Kernel | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.kernel = kernel
+        self.validation: ValidationResult | None = None
+        self.target_suggestions = TARGET_SUGGESTIONS
+        self.fields["team"].queryset = visible_teams(user)
+        devices = list(settings.KERNELOPT_DEVICES)
+        labels = dict(DiagnosisRun.Device.choices)
+        self.fields["device"].choices = [(d, labels.get(d, d)) for d in devices]
+        self.fields["device"].initial = devices[0] if devices else DiagnosisRun.Device.CPU
+        self.fields["target"].initial = settings.KERNELOPT_DEFAULT_ARCH
+        self.fields["round_budget"].initial = settings.KERNELOPT_ROUND_BUDGET
+        if kernel is not None:
+            del self.fields["name"]
+            del self.fields["team"]
+        elif len(self.fields["team"].queryset) == 1:
+            self.fields["team"].initial = self.fields["team"].queryset[0]
+
+    def clean_target(self) -> str:
+        target = self.cleaned_data["target"].strip()
+        if not _TARGET_RE.match(target):
+            raise forms.ValidationError("Use letters, digits and _ . : - only (e.g. sm_90, npu:Ascend910B3).")
+        return target
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        upload = cleaned.get("file")
+        pasted = cleaned.get("source") or ""
+        max_bytes = settings.KERNELOPT_MAX_UPLOAD_BYTES
+        if upload and pasted.strip():
+            raise forms.ValidationError("Give either a file or pasted source, not both.")
+        if upload:
+            field, filename = "file", os.path.basename(upload.name or "upload.py")[:255]
+            if upload.size is not None and upload.size > max_bytes:
+                # Bounded before reading: the validator would say the same, but never sees the bytes.
+                self.add_error(
+                    field,
+                    f"whole file: the file is too large: {upload.size} bytes, the limit is {max_bytes} bytes",
+                )
+                return cleaned
+            data: str | bytes = upload.read(max_bytes + 1)
+        elif pasted.strip():
+            field, filename, data = "source", "pasted.py", pasted
+        else:
+            raise forms.ValidationError("Choose a kernel module file or paste its source.")
+        result = validate_module_source(data, filename, max_bytes)
+        for error in result.errors:
+            self.add_error(field, str(error))
+        if result.ok:
+            self.validation = result
+        if self.kernel is None and "name" in self.fields:
+            name = (cleaned.get("name") or "").strip()
+            if not name and field == "file":
+                name = os.path.splitext(filename)[0]
+            if not name:
+                self.add_error("name", "Give the kernel a name.")
+            cleaned["name"] = name[:200]
+        return cleaned
+
+    def save(self) -> UploadOutcome:
+        """Store kernel (if new), version (deduplicated by sha256) and a queued run in one transaction.
+
+        The run is sent to the broker only after the commit, so a worker never looks for a
+        row that is not there yet.
+        """
+        assert self.validation is not None and self.validation.source is not None
+        source = self.validation.source
+        sha = KernelVersion.digest(source)
+        data = self.cleaned_data
+        with transaction.atomic():
+            if self.kernel is None:
+                kernel = Kernel.objects.create(team=data["team"], name=data["name"], owner=self.user)
+                created_kernel = True
+            else:
+                # The row lock serializes version numbering and dedup between concurrent uploads.
+                kernel = Kernel.objects.select_for_update().get(pk=self.kernel.pk)
+                created_kernel = False
+            version = KernelVersion.objects.filter(kernel=kernel, sha256=sha).first()
+            reused = version is not None
+            if version is None:
+                version = KernelVersion.objects.create(
+                    kernel=kernel,
+                    number=next_version_number(kernel),
+                    parent=kernel.versions.order_by("-number").first(),
+                    source=source,
+                    sha256=sha,
+                    filename=self.validation.filename,
+                    origin=KernelVersion.Origin.UPLOAD,
+                    created_by=self.user,
+                )
+            run = DiagnosisRun.objects.create(
+                version=version,
+                device=data["device"],
+                target=data["target"],
+                round_budget=data["round_budget"],
+                requested_by=self.user,
+            )
+            transaction.on_commit(partial(enqueue_run, run.pk, run.device), robust=True)
+        return UploadOutcome(kernel, version, run, created_kernel, reused)
+
+
+def next_version_number(kernel: Kernel) -> int:
+    """The next version number; call inside a transaction that holds the kernel row lock."""
+    top = kernel.versions.aggregate(top=Max("number"))["top"]
+    return (top or 0) + 1
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=Review.Decision.choices, widget=forms.HiddenInput)
+    comment = forms.CharField(
+        required=False,
+        max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Comment (optional)"}),
+    )

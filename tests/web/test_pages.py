@@ -1,0 +1,174 @@
+"""What the pages show, and their htmx fragments."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from diagnosis.models import Artefact, DiagnosisRun, Pattern
+from diagnosis.templatetags.kernelopt import ARTEFACT_PAGE_LINES
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def test_kernel_list_shows_the_latest_run_status(client, owner, run):
+    client.force_login(owner)
+    DiagnosisRun.objects.create(version=run.version, device="cuda", status="running")
+    page = client.get(reverse("kernel-list")).content.decode()
+    assert "double" in page
+    assert 'status-running">running' in page
+
+
+def test_kernel_list_table_fragment_for_htmx(client, owner, run, team):
+    client.force_login(owner)
+    response = client.get(reverse("kernel-list"), {"team": team.pk}, HTTP_HX_TARGET="kernel-table", **HTMX)
+    body = response.content.decode()
+    assert body.lstrip().startswith('<div id="kernel-table">')
+    assert "<html" not in body
+
+
+def test_kernel_detail_lists_versions_runs_and_the_upload_form(client, owner, run):
+    client.force_login(owner)
+    page = client.get(reverse("kernel-detail", args=[run.version.kernel.pk])).content.decode()
+    assert reverse("run-detail", args=[run.pk]) in page
+    assert "v1" in page
+    assert reverse("version-upload", args=[run.version.kernel.pk]) in page
+    assert 'type="file"' in page
+
+
+def test_run_page_polls_its_status_while_queued(client, owner, run):
+    client.force_login(owner)
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert 'id="run-status"' in page
+    assert 'hx-trigger="every 2s"' in page
+    assert f'href="{reverse("run-detail", args=[run.pk])}"' in page  # the poll has a plain link too
+
+
+def test_status_fragment_for_htmx(client, owner, run, round_):
+    client.force_login(owner)
+    run.status, run.current_round, run.current_tier = "running", 1, 2
+    run.save()
+    response = client.get(
+        reverse("run-detail", args=[run.pk]), {"was": "running"}, HTTP_HX_TARGET="run-status", **HTMX
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<section id="run-status"')
+    assert "<html" not in body and "Findings" not in body
+    assert 'data-status="running"' in body and "every 2s" in body
+    assert round_.hypothesis in body  # the rounds table travels with the status
+
+
+def test_status_poll_reloads_the_page_when_the_run_finishes(client, owner, run):
+    client.force_login(owner)
+    run.status = "done"
+    run.save()
+    url = reverse("run-detail", args=[run.pk])
+    response = client.get(url, {"was": "running"}, HTTP_HX_TARGET="run-status", **HTMX)
+    assert response.headers.get("HX-Refresh") == "true"
+    # A finished run's fragment stops polling.
+    body = client.get(url, {"was": "done"}, HTTP_HX_TARGET="run-status", **HTMX).content.decode()
+    assert "every 2s" not in body
+
+
+def test_run_page_shows_rounds_findings_by_tier_source_lines_and_evidence(
+    client, owner, run, round_, finding, artefact
+):
+    client.force_login(owner)
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert round_.hypothesis in page
+    assert "Tier 0 · pattern triage" in page
+    assert "small_block" in page and "medium" in page
+    assert 'href="#src-23"' in page  # the finding's line links to the listing
+    assert 'id="src-23"' in page
+    assert '<span class="hll">' in page  # pygments highlights the finding's line
+    assert "ld.global.f32" in page  # evidence excerpt
+    assert f"{reverse('artefact-detail', args=[artefact.pk])}#L3" in page
+
+
+def test_artefact_page_numbers_lines_with_anchors(client, owner, artefact):
+    client.force_login(owner)
+    page = client.get(reverse("artefact-detail", args=[artefact.pk])).content.decode()
+    assert 'id="L50"' in page and 'href="#L50"' in page
+    assert "// ptx line 50" in page
+    assert artefact.sha256 in page
+    assert "PTX" in page
+
+
+def test_large_artefacts_are_paginated(client, owner, run):
+    client.force_login(owner)
+    text = "\n".join(f"line {i}" for i in range(1, ARTEFACT_PAGE_LINES + 11))
+    artefact = Artefact.build(run=run, kind="sass", name="big.sass", text=text)
+    artefact.save()
+    url = reverse("artefact-detail", args=[artefact.pk])
+    first = client.get(url).content.decode()
+    assert 'id="L1"' in first and f'id="L{ARTEFACT_PAGE_LINES + 1}"' not in first
+    assert "?page=2" in first
+    second = client.get(url, {"page": 2}).content.decode()
+    assert f'id="L{ARTEFACT_PAGE_LINES + 10}"' in second and 'id="L1"' not in second
+
+
+def test_artefact_download_is_the_whole_text(client, owner, artefact):
+    client.force_login(owner)
+    response = client.get(reverse("artefact-raw", args=[artefact.pk]))
+    assert response.content.decode() == artefact.text
+    assert "attachment" in response["Content-Disposition"]
+
+
+def test_proposal_page_shows_diff_rationale_findings_and_verification(client, reviewer, proposal):
+    client.force_login(reviewer)
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert proposal.rationale in page
+    assert "small_block" in page
+    assert "BLOCK=1024" in page  # the diff, through pygments
+    assert 'class="gi"' in page or 'class="gd"' in page
+    assert "61.5" in page and "2.00×" in page
+    assert "0.020" in page and "0.010" in page
+
+
+def test_patterns_page_and_its_htmx_fragment(client, owner, team, proposal):
+    client.force_login(owner)
+    Pattern.objects.create(
+        team=team,
+        family="launch_config",
+        mechanism="Bigger blocks",
+        before="a",
+        after="b",
+        example_diff="-a\n+b",
+        evidence=["small_block"],
+    )
+    Pattern.objects.create(
+        team=team, family="hints", mechanism="Divisibility", before="c", after="d", example_diff=""
+    )
+    url = reverse("team-patterns", args=[team.pk])
+    page = client.get(url).content.decode()
+    assert "Bigger blocks" in page and "Divisibility" in page
+    fragment = client.get(url, {"family": "hints"}, HTTP_HX_TARGET="pattern-list", **HTMX).content.decode()
+    assert fragment.lstrip().startswith('<div id="pattern-list">')
+    assert "Divisibility" in fragment and "Bigger blocks" not in fragment
+
+
+def test_every_hx_get_has_an_href(client, owner, team, run, proposal):
+    import re
+
+    client.force_login(owner)
+    Pattern.objects.create(team=team, family="a", mechanism="m", before="", after="", example_diff="")
+    Pattern.objects.create(team=team, family="b", mechanism="m", before="", after="", example_diff="")
+    from diagnosis.models import Team
+
+    Team.objects.create(name="second").members.add(owner)
+    for url in (reverse("kernel-list"), reverse("team-patterns", args=[team.pk])):
+        page = client.get(url).content.decode()
+        tags = re.findall(r"<a [^>]*hx-get[^>]*>", page)
+        assert tags, url
+        for tag in tags:
+            assert "href=" in tag, tag
+
+
+def test_pages_load_htmx_from_our_static_files_with_csrf_header(client, owner):
+    client.force_login(owner)
+    page = client.get(reverse("kernel-list")).content.decode()
+    assert 'src="/static/htmx/htmx.min.js"' in page
+    assert 'hx-headers=\'{"X-CSRFToken": "' in page
