@@ -1,0 +1,76 @@
+# kernelopt. Set-up is two commands:
+#   make run    a demo server on http://127.0.0.1:8000 (SQLite + in-process worker, no services needed)
+#   make test   the whole test suite on PostgreSQL, browser tests in headless Chromium
+# Also: make worker (a separate dramatiq worker), make lint.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kernelopt-installed
+ADDRESS ?= 127.0.0.1:8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kernelopt
+QUEUES ?= cuda npu cpu
+
+.PHONY: install run worker test lint chromium testdb
+
+install: $(STAMP)
+
+# Reinstalls only when the dependency files change. torch 2.13 (CPU build) comes from this
+# machine's local wheel through pip's configured find-links; keep the pin exactly so.
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --progress-bar off -c constraints.txt torch==2.13.0 -e '.[dev]'
+	@touch $@
+
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
+	$(PY) manage.py loaddemo --address http://$(ADDRESS)/
+	@echo
+	@echo "kernelopt is starting on http://$(ADDRESS)/  (log in as demo / kernelopt-demo; Ctrl-C stops it)"
+	$(PY) manage.py serve $(ADDRESS) --noreload
+
+# A separate worker for the queues in QUEUES; needs a real broker (BROKER_URL=amqp://... or redis://...)
+# and the same DATABASE_URL as the web process.
+worker: $(STAMP)
+	@if [ -z "$${BROKER_URL:-}" ]; then echo "make worker: set BROKER_URL (amqp://guest:guest@127.0.0.1:5672/ or redis://127.0.0.1:6379/0); without it the web process runs the embedded worker" >&2; exit 2; fi
+	$(PY) manage.py rundramatiq --processes 1 --threads 1 --queues $(QUEUES)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+chromium:
+	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+define CHECK_DB
+import os, sys
+from urllib.parse import unquote, urlparse
+import psycopg
+from psycopg import sql
+u = urlparse(os.environ["DATABASE_URL"])
+name = unquote(u.path.lstrip("/"))
+where = f"{u.hostname}:{u.port or 5432}"
+try:
+    conn = psycopg.connect(host=u.hostname, port=u.port or 5432, user=unquote(u.username or "") or None,
+                           password=unquote(u.password or "") or None, dbname="postgres",
+                           connect_timeout=5, autocommit=True)
+except psycopg.OperationalError as exc:
+    sys.exit(f"make test: PostgreSQL at {where} is not reachable ({exc}); start it or set DATABASE_URL")
+with conn:
+    if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        print(f"created database {name}")
+print(f"PostgreSQL reachable at {where}; tests use the database test_{name}")
+endef
+export CHECK_DB
+
+testdb: $(STAMP)
+	@DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" $(PY) -c "$$CHECK_DB"
+
+# pytest's exit status 5 means it collected no test: that is a failure here, said loudly.
+test: $(STAMP) chromium testdb
+	@export DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}"; \
+	$(VENV)/bin/pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: FAILED: pytest collected no tests (exit status 5)" >&2; exit 1; fi; \
+	exit $$rc
