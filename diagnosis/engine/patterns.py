@@ -256,7 +256,9 @@ def distill_pattern(
     The family is the one the findings point to (highest severity*gain); the mechanism text
     is the family's mechanism followed by what those findings said; before/after are the jit
     functions the diff touches (difflib over the lines), falling back to the changed
-    top-level definitions when no jit function changed (a wrapper-only rewrite).
+    top-level definitions when no jit function changed (a wrapper-only rewrite). The
+    signature holds the family's tier-0 codes that the 'after' no longer triggers, and the
+    structural features of the changed kernels that the rewrite removed.
     """
     family = choose_family(findings) or Family.NONE
     relevant = [f for f in findings if f.family is family] or list(findings)
@@ -293,6 +295,12 @@ def distill_pattern(
         for f in relevant
         if f.tier is Tier.TRIAGE and f.code != PATTERN_MATCH.code and f.family is family
     }
+    # Keep what the rewrite fixed: a code the 'after' still triggers does not characterise the
+    # 'before' (a launch-config rewrite that keeps a fixed block still has no autotune).
+    from diagnosis.engine.tier0 import run_tier0  # here: tier0 imports this module lazily too
+
+    remaining = {f.code for f in run_tier0(after_source).findings}
+    codes = (codes - remaining) or codes
     signature = frozenset({f"code:{c}" for c in codes} | (feats_before - feats_after))
     evidence = tuple(dict.fromkeys(f.code for f in findings))
     return PatternSpec(
