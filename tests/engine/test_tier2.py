@@ -21,7 +21,10 @@ def compiled(name: str, target: str = "sm_90") -> CompileResult:
     from runner.childlib.compile import compile_job
     from runner.protocol import JobRequest
 
-    data = compile_job(JobRequest(job="compile", module=str(KERNELS / f"{name}.py"), target=target))
+    request = JobRequest(job="compile", module=str(KERNELS / f"{name}.py"), target=target)
+    if name in ("vadd_aligned", "softmax_spills"):
+        request.options["sass"] = True  # the default ("auto") disassembles only spilling kernels
+    data = compile_job(request)
     return CompileResult.from_json(json.loads(json.dumps(data)))  # the JSON round trip the worker does
 
 

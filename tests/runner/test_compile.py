@@ -36,7 +36,7 @@ def ptx_loads(result: dict) -> list[str]:
 
 
 def test_it_returns_stages_resources_and_the_launch() -> None:
-    result = job("vadd_aligned")
+    result = job("vadd_aligned", sass=True)
     assert result["target"] == "sm_90" and result["backend"] == "cuda"
     [k] = result["kernels"]
     assert k["name"] == "add_kernel" and k["def_line"] == 11 and k["error"] is None
@@ -48,6 +48,12 @@ def test_it_returns_stages_resources_and_the_launch() -> None:
     assert args["n"]["value"] == 1 << 20 and args["n"]["divisible_16"]
     assert k["compile_s"] > 0
     json.dumps(result)
+
+
+def test_it_disassembles_by_default_only_when_ptxas_spilled() -> None:
+    assert "sass" not in job("softmax_warps")["kernels"][0]["stages"]
+    spilling = job("softmax_spills")["kernels"][0]
+    assert spilling["resources"]["spills_store"] > 0 and "STL" in spilling["stages"]["sass"]
 
 
 def test_it_applies_a_divisibility_override() -> None:
