@@ -221,3 +221,26 @@ def test_triton_ascend_reaches_the_linalg_stage_and_the_job_says_it_is_unavailab
     assert "ttir" in stages and "ttadapter" in stages
     assert "linalg" in stages["ttadapter"] or "memref" in stages["ttadapter"]
     assert out["kind"] == "unavailable"
+
+
+def test_it_runs_through_the_sandbox_child_entry_point() -> None:
+    request = JobRequest(
+        job="compile",
+        module=str(KERNELS / "vadd_unaligned.py"),
+        target="sm_90",
+        options={"overrides": {"divisibility": ["n"]}},
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner.child"],
+        input=request.dumps(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    response = json.loads(proc.stdout)
+    assert response["ok"], response["error"]
+    [k] = response["result"]["kernels"]
+    assert k["applied"] == ["divisibility:n"] and "ld.global.v4.b32" in k["stages"]["ptx"]
