@@ -328,6 +328,12 @@ class RunRecorder:
         rows = models.Finding.objects.bulk_create([finding_row(self.run, self.rounds[index], f) for f in new])
         saved.update(zip(new, rows, strict=True))
 
+    def run_artefact(self, kind: str, name: str, text: str) -> models.Artefact:
+        """An artefact of the run as a whole (the baseline's profile, a log), outside any round."""
+        row = artefact_row(self.run, None, ev.Artefact(kind, name, text))
+        row.save()
+        return row
+
     def best_proposal_id(self, best_source: str) -> int | None:
         """The proposal whose source is the loop's best (None when the upload stayed best)."""
         digest = sha256(best_source)

@@ -139,3 +139,28 @@ def test_a_crash_fails_the_run_and_exits_non_zero(module, scripted) -> None:
 
     run = DiagnosisRun.objects.get()
     assert run.status == "failed" and run.error == "attempt 1 failed: RuntimeError: executor exploded"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # the heartbeat thread must see the committed run
+def test_it_runs_a_real_module_on_cpu(module, capsys) -> None:
+    report = optimize_json(str(module), "--device", "cpu", "--rounds", "1", capsys=capsys)
+
+    assert set(report) == REPORT_KEYS
+    assert report["run"]["status"] == "done", report["run"]["error"]
+    assert report["run"]["device"] == "cpu" and report["run"]["wall_s"] > 0
+    assert report["timings"]["initial"]["sha256"] == KernelVersion.digest(GOOD_SOURCE)
+    assert DiagnosisRun.objects.get().status == "done"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_module_that_fails_verification_prints_the_report_and_exits_non_zero(tmp_path, capsys) -> None:
+    path = tmp_path / "wrong.py"
+    path.write_text(GOOD_SOURCE.replace("mask=mask) * 2", "mask=mask) * 3"))
+
+    with pytest.raises(CommandError, match=r"run \d+ failed: .*incorrect"):
+        call_command("optimize", str(path), "--json", "--rounds", "1")
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["run"]["status"] == "failed" and "incorrect" in report["run"]["error"]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,9 +22,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from diagnosis.models import DiagnosisRun, Finding, Proposal, Round
+from diagnosis.models import DiagnosisRun, Finding, KernelVersion, Proposal, Round
 from runner import pipeline
 from runner.dispatch import enqueue_run
+from tests.conftest import GOOD_SOURCE
 from tests.worker.conftest import drain
 from tests.worker.fakes import ScriptedLoop
 
@@ -45,24 +47,28 @@ def database_url() -> str:
     return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-@pytest.fixture
-def worker_process(queue_prefix: str) -> Iterator[subprocess.Popen]:
+def start_worker_process(queue_prefix: str, *, scripted: bool) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
         "KERNELOPT_STALE_RUN_SECONDS": "10",  # its heartbeat every 2 s
-        "KERNELOPT_TEST_SCRIPTED_LOOP": "block",
         "PYTHONPATH": str(ROOT),
     }
-    proc = subprocess.Popen(
+    if scripted:
+        env["KERNELOPT_TEST_SCRIPTED_LOOP"] = "block"
+    return subprocess.Popen(
         [sys.executable, "-m", "tests.worker.worker_main", queue_prefix],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,  # its own process group, so the kill takes everything it started
+        start_new_session=True,  # its own process group, so the kill takes the worker's threads
     )
+
+
+@contextmanager
+def reaped(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
     try:
         yield proc
     finally:
@@ -73,22 +79,20 @@ def worker_process(queue_prefix: str) -> Iterator[subprocess.Popen]:
             proc.stdout.close()
 
 
-def test_a_killed_worker_leaves_a_run_that_is_requeued_and_completed(
-    run, broker, worker_process, monkeypatch, settings
-) -> None:
-    enqueue_run(run.id, "cpu")
+@pytest.fixture
+def worker_process(queue_prefix: str) -> Iterator[subprocess.Popen]:
+    with reaped(start_worker_process(queue_prefix, scripted=True)) as proc:
+        yield proc
 
-    # The worker process claims the run and commits round 1 up to its proposal, then is stuck.
-    def in_round_one() -> bool:
-        return Proposal.objects.filter(round__run_id=run.id).exists()
 
-    wait_for(in_round_one, "the worker process to reach its first proposal")
+def kill_and_requeue(run: DiagnosisRun, proc: subprocess.Popen, settings) -> str:
+    """SIGKILL the worker's process group, see the run go stale, run `requeue_stale`."""
     run.refresh_from_db()
     assert run.status == DiagnosisRun.Status.RUNNING and run.attempts == 1
     dead_worker = run.worker
 
-    os.killpg(worker_process.pid, signal.SIGKILL)
-    assert worker_process.wait(timeout=30) == -signal.SIGKILL
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
 
     # No more heartbeats: with a 1 s threshold the run soon looks dead, but stays `running`.
     settings.KERNELOPT_STALE_RUN_SECONDS = 1
@@ -106,11 +110,10 @@ def test_a_killed_worker_leaves_a_run_that_is_requeued_and_completed(
     run.refresh_from_db()
     assert run.status == DiagnosisRun.Status.QUEUED
     assert run.error == f"worker {dead_worker} stopped sending heartbeats during attempt 1"
+    return dead_worker
 
-    # A fresh worker picks the re-sent message up and finishes the run.
-    loop = ScriptedLoop()
-    monkeypatch.setattr(pipeline, "run_loop", loop)
-    monkeypatch.setattr(pipeline, "make_executor", lambda run: "executor")
+
+def finish_with_a_fresh_worker(broker) -> None:
     fresh = dramatiq.Worker(
         broker, queues=set(broker.test_queues.values()), worker_threads=1, worker_timeout=100
     )
@@ -120,6 +123,24 @@ def test_a_killed_worker_leaves_a_run_that_is_requeued_and_completed(
     finally:
         fresh.stop(timeout=30_000)
 
+
+def test_a_killed_worker_leaves_a_run_that_is_requeued_and_completed(
+    run, broker, worker_process, monkeypatch, settings
+) -> None:
+    enqueue_run(run.id, "cpu")
+
+    # The worker process claims the run and commits round 1 up to its proposal, then is stuck.
+    def in_round_one() -> bool:
+        return Proposal.objects.filter(round__run_id=run.id).exists()
+
+    wait_for(in_round_one, "the worker process to reach its first proposal")
+    dead_worker = kill_and_requeue(run, worker_process, settings)
+
+    # A fresh worker picks the re-sent message up and finishes the run.
+    monkeypatch.setattr(pipeline, "run_loop", ScriptedLoop())
+    monkeypatch.setattr(pipeline, "make_executor", lambda run: "executor")
+    finish_with_a_fresh_worker(broker)
+
     run.refresh_from_db()
     assert run.status == DiagnosisRun.Status.DONE
     assert run.attempts == 2 and run.worker != dead_worker and run.error == ""
@@ -128,3 +149,37 @@ def test_a_killed_worker_leaves_a_run_that_is_requeued_and_completed(
     assert rounds == [(1, "inconclusive"), (2, "improved")]
     assert Finding.objects.filter(run=run, round__index=1).count() == 2
     assert Proposal.objects.filter(round__run=run).count() == 2
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_its_child_runs_user_code_loses_nothing(
+    run, broker, queue_prefix, settings, tmp_path
+) -> None:
+    """The real loop and sandbox: the worker dies while its child is inside ModelNew.forward."""
+    entered, hold = tmp_path / "entered", tmp_path / "hold"
+    hold.touch()
+    slow = GOOD_SOURCE.replace(
+        "        out = torch.empty_like(x)\n",
+        "        import os, time\n"
+        f"        open({str(entered)!r}, 'w').close()\n"
+        f"        while os.path.exists({str(hold)!r}):  # held by the test, released after the kill\n"
+        "            time.sleep(0.05)\n"
+        "        out = torch.empty_like(x)\n",
+        1,
+    )
+    KernelVersion.objects.filter(id=run.version_id).update(source=slow, sha256=KernelVersion.digest(slow))
+    DiagnosisRun.objects.filter(id=run.id).update(round_budget=1)
+
+    try:
+        with reaped(start_worker_process(queue_prefix, scripted=False)) as proc:
+            enqueue_run(run.id, "cpu")
+            wait_for(entered.exists, "the sandboxed child to enter ModelNew.forward")
+            kill_and_requeue(run, proc, settings)
+    finally:
+        hold.unlink()  # the orphaned child (its own session) finishes and exits on its own
+
+    finish_with_a_fresh_worker(broker)
+
+    run.refresh_from_db()
+    assert run.status == DiagnosisRun.Status.DONE, run.error
+    assert run.attempts == 2 and run.error == ""
