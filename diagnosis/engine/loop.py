@@ -12,10 +12,15 @@ Plain Python: no Django. The Django worker persists as the loop goes through `Lo
 
 from __future__ import annotations
 
+import ast
 import enum
 import hashlib
+import json
 import math
+import tempfile
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from diagnosis.engine.evidence import Family, Finding, Tier, TierResult
@@ -51,24 +56,34 @@ class StopReason(enum.StrEnum):
 class LoopConfig:
     """What one run may spend and where it runs.
 
-    Seeds: correctness is checked over `seeds` on the verify inputs and the main case (cheap,
-    small), while the big timed cases are checked with one seed (`timed_case_seeds`): a wrong
-    kernel is wrong on any random input of a shape, and each extra seed on a large case costs
-    a full reference and candidate run. The design's 'several seeds' is thus met where shapes
-    are odd (verify inputs) and on the main case; timing itself uses one input set per case.
+    Seeds: the initial version is verified over `seeds` on every case (once per run). A
+    candidate is verified over `candidate_seeds` (default: the first of `seeds`) on every timed
+    case and every verify input, in the same child job that times it against its parent. The
+    child draws *all* cases for every seed on the CPU, so each extra seed costs a full set of
+    big inputs plus a reference and a candidate run per case; one seed per candidate keeps a
+    round to one job, while odd shapes are covered by the verify inputs, the sensitivity check
+    draws a second input set, and the best version gets a final check on fresh seeds
+    (bench/run.py). Set `candidate_seeds` to `seeds` for the stricter gate.
     """
 
     round_budget: int = 15
     sol_stop_fraction: float = 0.85  # stop when the best version's %SOL (geomean of cases) >= 85
     max_tier: Tier = Tier.COMPILER
     device: str = "cpu"  # cuda, npu, cpu
-    target: str | None = None  # compile target for tiers 2/3 (sm_90, gfx942, npu:...); None: the device's
+    target: str | None = None  # compile target for tiers 2/3 (sm_90, gfx942, npu:...); None: the executor's
     seeds: tuple[int, ...] = (0, 1, 2)
-    timed_case_seeds: int = 1
+    candidate_seeds: tuple[int, ...] | None = None  # None: (seeds[0],)
     proposer: str = "rules"
     patience: int = 2  # stop after this many consecutive rounds with nothing left to try
-    noise_floor: float = 0.02  # minimum relative gain counted as faster (raised to the measured noise)
+    min_gain: float = 0.02  # a win must also beat 1 + min_gain on the geomean, whatever the measured floor
     max_candidates: int = 1  # candidates verified per round
+    ncu: bool = False  # hardware counters in tier 1 (slow: one more process and kernel replays)
+    patterns: tuple[Any, ...] = ()  # the pattern library tier 0 matches (diagnosis.engine.patterns)
+
+    def seeds_for_candidates(self) -> tuple[int, ...]:
+        if self.candidate_seeds:
+            return tuple(self.candidate_seeds)
+        return tuple(self.seeds[:1]) or (0,)
 
 
 @dataclass(frozen=True)
@@ -187,7 +202,8 @@ class CandidateOutcome:
     @property
     def speedups(self) -> tuple[float | None, ...]:
         return tuple(
-            (p / c.time_ms) if (p and c.time_ms) else None for c, p in zip(self.cases, self.parent_ms, strict=False)
+            (p / c.time_ms) if (p and c.time_ms) else None
+            for c, p in zip(self.cases, self.parent_ms, strict=False)
         )
 
     @property
@@ -239,25 +255,21 @@ class LoopResult:
     rounds: list[RoundRecord] = field(default_factory=list)
     stop_reason: StopReason = StopReason.ROUND_BUDGET
     stop_detail: str = ""
+    # Per case, the product of the same-process speedups of the accepted rounds: each win is
+    # measured against its own parent in one child, so the chain never compares times taken in
+    # different processes. 1.0 per case when no round won; () when nothing was timed.
+    speedups_over_initial: tuple[float | None, ...] = ()
     wall_s: float = 0.0
     device_s: float = 0.0
     tokens: int = 0
     baseline_wall_s: float = 0.0
     baseline_device_s: float = 0.0
+    device_name: str = ""
     error: str = ""  # why the initial version failed, when it did
 
     @property
     def improved(self) -> bool:
         return self.best_source != self.initial_source
-
-    @property
-    def speedups_over_initial(self) -> tuple[float | None, ...]:
-        if not self.initial or not self.best:
-            return ()
-        return tuple(
-            (a.time_ms / b.time_ms) if (a.time_ms and b.time_ms) else None
-            for a, b in zip(self.initial.cases, self.best.cases, strict=False)
-        )
 
     @property
     def speedup_over_initial(self) -> float | None:
@@ -323,6 +335,15 @@ class NullObserver:
         return False
 
 
+# ---------------------------------------------------------------------------------------------
+# the loop
+
+# Module-level names the reference side of a module consists of: a candidate may rewrite
+# ModelNew and its kernels, never what it is judged against (the verify job takes Model and
+# the inputs from the parent, and the parent is a promoted candidate from the second win on).
+REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs", "get_input_cases", "get_verify_inputs")
+
+
 def run_loop(
     source: str,
     *,
@@ -331,5 +352,696 @@ def run_loop(
     observer: LoopObserver | None = None,
     proposer: Any = None,
 ) -> LoopResult:
-    """Optimize `source` round by round (see the module docstring). Not yet implemented."""
-    raise NotImplementedError("run_loop lands with the executor; the types above are stable")
+    """Optimize `source` round by round (see the module docstring) and say why it stopped.
+
+    `executor` is a `runner.execute.Executor` (or anything with its `verify`, `profile`,
+    `compile` methods and `costs` list); `proposer` a `Proposer` (default: the rules proposer).
+    Nothing user code does raises out of here: failures become verdicts and stop reasons.
+    """
+    if proposer is None:
+        proposer = default_proposer(config.proposer)
+    with tempfile.TemporaryDirectory(prefix="kernelopt-loop-") as tmp:
+        return _Loop(source, executor, config, observer or NullObserver(), proposer, Path(tmp)).run()
+
+
+def default_proposer(name: str) -> Any:
+    if name in ("", "rules"):
+        from diagnosis.engine.proposers.rules import RulesProposer
+
+        # None: the limit comes from ProposalContext.max_candidates (2: a fallback when the
+        # first candidate repeats an earlier one)
+        return RulesProposer(max_candidates=None)
+    raise ValueError(f"proposer {name!r} needs an instance (pass proposer=...); only 'rules' has a default")
+
+
+@dataclass
+class _Version:
+    source: str
+    path: str
+    stats: VersionStats
+
+    @property
+    def sha(self) -> str:
+        return self.stats.sha256
+
+
+class _Meter:
+    """Wall and device seconds spent by the executor's jobs since the meter started."""
+
+    def __init__(self, executor: Any) -> None:
+        self.executor = executor
+        self.start = len(self._costs())
+        self.t0 = time.perf_counter()
+
+    def _costs(self) -> list[Any]:
+        return list(getattr(self.executor, "costs", []) or [])
+
+    @property
+    def device_s(self) -> float:
+        return sum(float(getattr(c, "device_s", 0.0) or 0.0) for c in self._costs()[self.start :])
+
+    @property
+    def wall_s(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+class _Loop:
+    def __init__(
+        self, source: str, executor: Any, config: LoopConfig, observer: Any, proposer: Any, workdir: Path
+    ) -> None:
+        self.initial_source = source
+        self.executor = executor
+        self.config = config
+        self.observer = observer
+        self.proposer = proposer
+        self.workdir = workdir
+        self.timing_device = config.device != "cpu"
+        self.available = {Tier.TRIAGE, Tier.IR, Tier.COMPILER} | (
+            {Tier.PROFILE} if self.timing_device else set()
+        )
+        # caches, keyed by the sha256 of a version's source
+        self.tier_cache: dict[tuple[str, Tier], TierResult | None] = {}
+        self.tier_notes: dict[tuple[str, Tier], str] = {}
+        self.compile_cache: dict[tuple[str, str], Any] = {}
+        self.profile_cache: dict[str, Any] = {}
+        self.history: dict[str, list[Any]] = {}  # parent sha -> RoundHistory of rounds on it
+        self.no_rewrite: dict[str, set[Family]] = {}  # parent sha -> families with no applicable rewrite
+        self.tried: set[str] = set()  # candidate shas already verified (never verified twice)
+        self.device_spec: Any = None
+        self.device_name = ""
+        self.tokens = 0
+
+    # -- files
+
+    def _write(self, source: str) -> str:
+        digest = sha256(source)
+        path = self.workdir / f"v_{digest[:16]}.py"
+        if not path.exists():
+            path.write_text(source)
+        return str(path)
+
+    # -- the run
+
+    def run(self) -> LoopResult:
+        t0 = time.perf_counter()
+        meter = _Meter(self.executor)
+        base_stats, error = self._baseline()
+        result = LoopResult(
+            initial_source=self.initial_source,
+            best_source=self.initial_source,
+            initial=base_stats,
+            best=base_stats,
+            baseline_wall_s=meter.wall_s,
+            baseline_device_s=meter.device_s,
+        )
+        if base_stats is None:
+            result.stop_reason = StopReason.INITIAL_FAILED
+            result.error = error
+            result.stop_detail = f"the initial version failed: {error}"
+            return self._finish(result, meter, t0)
+
+        parent = _Version(self.initial_source, self._write(self.initial_source), base_stats)
+        chain: list[float | None] = [1.0 if c.time_ms else None for c in base_stats.cases]
+        idle = 0
+        result.stop_reason = StopReason.ROUND_BUDGET
+        result.stop_detail = f"used the round budget ({self.config.round_budget} rounds)"
+        for index in range(1, self.config.round_budget + 1):
+            if self._sol_reached(parent.stats):
+                result.stop_reason = StopReason.SOL_REACHED
+                result.stop_detail = (
+                    f"the best version is at {parent.stats.pct_sol:.1f} %SOL "
+                    f">= {100 * self.config.sol_stop_fraction:.0f} %"
+                )
+                break
+            if self.observer.should_stop():
+                result.stop_reason = StopReason.CANCELLED
+                result.stop_detail = f"stopped by the caller before round {index}"
+                break
+            self.observer.round_started(index, parent.source)
+            record, winner, stop = self._round(index, parent)
+            result.rounds.append(record)
+            self.observer.round_finished(index, record)
+            if winner is not None:
+                for i, s in enumerate(record.outcome.speedups if record.outcome else ()):
+                    if i < len(chain) and chain[i] is not None and s is not None:
+                        chain[i] *= s
+                parent = winner
+                result.best_source, result.best = winner.source, winner.stats
+                idle = 0
+            elif record.verdict is Verdict.INCONCLUSIVE:
+                idle += 1
+            else:
+                idle = 0
+            if stop:
+                result.stop_reason = StopReason.NOTHING_LEFT
+                result.stop_detail = stop
+                break
+            if idle >= self.config.patience:
+                result.stop_reason = StopReason.NOTHING_LEFT
+                result.stop_detail = f"{idle} consecutive rounds found nothing left to try: {record.reason}"
+                break
+        else:
+            if self._sol_reached(parent.stats):
+                result.stop_reason = StopReason.SOL_REACHED
+                result.stop_detail = f"the best version is at {parent.stats.pct_sol:.1f} %SOL"
+        result.speedups_over_initial = tuple(chain) if any(c is not None for c in chain) else ()
+        return self._finish(result, meter, t0)
+
+    def _finish(self, result: LoopResult, meter: _Meter, t0: float) -> LoopResult:
+        result.wall_s = time.perf_counter() - t0
+        result.device_s = meter.device_s
+        result.tokens = self.tokens
+        result.device_name = self.device_name
+        return result
+
+    def _sol_reached(self, stats: VersionStats) -> bool:
+        pct = stats.pct_sol
+        return pct is not None and pct >= 100.0 * self.config.sol_stop_fraction
+
+    # -- baseline
+
+    def _baseline(self) -> tuple[VersionStats | None, str]:
+        """Verify the initial version over every seed; time it (and keep its profile for tier 1)."""
+        path = self._write(self.initial_source)
+        digest = sha256(self.initial_source)
+        outcome = self.executor.verify(path, None, seeds=list(self.config.seeds), time=False)
+        if not (outcome.ok and outcome.passed):
+            return None, _error_text(outcome)
+        if not self.timing_device:
+            cases = tuple(CaseTiming(c.index, None) for c in outcome.cases if c.kind == "timed")
+            return VersionStats(digest, cases), ""
+        # The profile job times ModelNew and the reference per case and records the launches:
+        # the baseline's times, and round 1's tier-1 evidence at no extra job.
+        prof = self.executor.profile(path, self.config.ncu)
+        self.profile_cache[digest] = prof
+        if not prof.ok or prof.profile is None:
+            return None, "profiling the initial version failed: " + _error_text(prof)
+        profile = prof.profile
+        if profile.device is not None:
+            self.device_spec = profile.device
+            self.device_name = profile.device.name
+        cases = tuple(CaseTiming(c.index, c.time_ms, c.ref_time_ms, c.sol_ms) for c in profile.cases)
+        if not all(c.time_ms for c in cases):
+            return None, "the initial version could not be timed on every case"
+        return VersionStats(digest, cases), ""
+
+    # -- one round
+
+    def _round(self, index: int, parent: _Version) -> tuple[RoundRecord, _Version | None, str]:
+        """Diagnose `parent`, propose, verify. Returns the record, the new parent if it won,
+        and a reason to stop the loop ('' to carry on)."""
+        t0 = time.perf_counter()
+        meter = _Meter(self.executor)
+        cost = RoundCost()
+        record = RoundRecord(
+            index=index, parent_sha256=parent.sha, tier_reached=Tier.TRIAGE, verdict=Verdict.INCONCLUSIVE
+        )
+        history = self.history.setdefault(parent.sha, [])
+        no_rewrite = self.no_rewrite.setdefault(parent.sha, set())
+        failed = {h.family for h in history if h.family is not None and h.verdict in ("failed", "no-gain")}
+
+        results: list[TierResult] = []
+        notes: list[str] = []
+        stop = ""
+        chosen: Any = None
+        family: Family | None = None
+        attempts: list[str] = []
+        while True:
+            excluded = failed | no_rewrite
+            decision = self._climb(index, parent, results, excluded, record, cost, notes)
+            family = self._family(decision, results, excluded)
+            if decision.inconclusive:
+                record.reason = decision.reason
+                family = None  # no hypothesis: the evidence explains nothing (never a guess)
+                break
+            if family is None:
+                record.reason = f"{decision.reason}; the findings map to no untried rewrite family"
+                break
+            candidates, error = self._propose(index, parent, results, excluded, family, cost)
+            if error:
+                record.reason = error.message if hasattr(error, "message") else str(error)
+                if getattr(error, "permanent", False):
+                    stop = f"the proposer cannot continue: {record.reason}"
+                break
+            codes = {f.code for r in results for f in r.findings if f.family is family}
+            chosen = _pick(candidates, family, codes, self.tried | {parent.sha}, self.config.max_candidates)
+            if chosen:
+                break
+            attempts.append(str(family))
+            no_rewrite.add(family)  # try the next family the evidence supports, in this round
+        record.tier_reached = max((r.tier for r in results), default=Tier.TRIAGE)
+        record.findings = _dedupe([f for r in results for f in r.findings])
+        record.tier_results = results
+        if attempts:
+            notes.append("no applicable rewrite for " + ", ".join(attempts))
+        if family is not None:
+            record.hypothesis = Hypothesis(family, _mechanism(family), _backing(record.findings, family))
+        record.evidence = _evidence(record.findings, family)
+
+        winner: _Version | None = None
+        if chosen:
+            winner = self._verify_candidates(index, parent, chosen, record, cost, history)
+        elif not record.reason:
+            record.reason = "no candidate"
+        if notes:
+            record.reason = "; ".join([record.reason, *notes]) if record.reason else "; ".join(notes)
+        if record.verdict is Verdict.INCONCLUSIVE:
+            history.append(_history(index, None, "inconclusive", ""))
+        cost.wall_s = time.perf_counter() - t0
+        cost.device_s = meter.device_s
+        record.cost = cost
+        return record, winner, stop
+
+    def _climb(
+        self,
+        index: int,
+        parent: _Version,
+        results: list[TierResult],
+        excluded: set[Family],
+        record: RoundRecord,
+        cost: RoundCost,
+        notes: list[str],
+    ) -> Any:
+        """Run tiers from the lowest while the evidence fails a test; returns the last decision."""
+        from diagnosis.engine.escalation import decide
+
+        available = set(self.available)
+        for tier in list(available):
+            if self.tier_cache.get((parent.sha, tier), ...) is None:  # failed before on this source
+                available.discard(tier)
+        while True:
+            views = [_view(r, excluded) for r in results]
+            decision = decide(views, max_tier=self.config.max_tier, available=available)
+            if not decision.climb or decision.next_tier is None:
+                if results:  # a new decision on the same evidence (a family was ruled out)
+                    rec = _decision_record(results[-1].tier, decision)
+                    if not record.decisions or record.decisions[-1] != rec:
+                        record.decisions.append(rec)
+                return decision
+            tier = decision.next_tier
+            tr = self._tier(tier, parent, results, cost)
+            if tr is None:
+                notes.append(self.tier_notes.get((parent.sha, tier), f"tier {int(tier)} failed"))
+                available.discard(tier)
+                continue
+            results.append(tr)
+            after = decide([*views, _view(tr, excluded)], max_tier=self.config.max_tier, available=available)
+            record.decisions.append(_decision_record(tier, after))
+            self.observer.tier_done(index, tr, record.decisions[-1])
+
+    def _family(self, decision: Any, results: list[TierResult], excluded: set[Family]) -> Family | None:
+        from diagnosis.engine.escalation import choose_family
+
+        if decision.family is not None and decision.family not in excluded:
+            return decision.family
+        kept = [f for r in results for f in r.findings if f.family not in excluded]
+        return choose_family(kept)
+
+    # -- tiers (each cached per source: a parent is diagnosed once however many rounds it heads)
+
+    def _tier(
+        self, tier: Tier, parent: _Version, results: list[TierResult], cost: RoundCost
+    ) -> TierResult | None:
+        key = (parent.sha, tier)
+        if key in self.tier_cache:
+            return self.tier_cache[key]
+        t0 = time.perf_counter()
+        meter = _Meter(self.executor)
+        try:
+            tr = self._run_tier(tier, parent, results)
+        except _TierUnavailable as exc:
+            tr = None
+            self.tier_notes[key] = f"tier {int(tier)} unavailable: {exc}"
+        self.tier_cache[key] = tr
+        cost.wall_by_tier[int(tier)] = cost.wall_by_tier.get(int(tier), 0.0) + time.perf_counter() - t0
+        cost.device_by_tier[int(tier)] = cost.device_by_tier.get(int(tier), 0.0) + meter.device_s
+        if tr is not None:
+            tr.device_s = meter.device_s
+        return tr
+
+    def _run_tier(self, tier: Tier, parent: _Version, results: list[TierResult]) -> TierResult:
+        if tier is Tier.TRIAGE:
+            from diagnosis.engine.tier0 import run_tier0
+
+            return run_tier0(parent.source, patterns=self.config.patterns)
+        if tier is Tier.PROFILE:
+            from diagnosis.engine.tier1 import run_tier1
+
+            prof = self.profile_cache.get(parent.sha)
+            if prof is None:
+                prof = self.executor.profile(parent.path, self.config.ncu)
+                self.profile_cache[parent.sha] = prof
+            if not prof.ok or prof.profile is None:
+                raise _TierUnavailable("the profile job failed: " + _error_text(prof))
+            return run_tier1(prof.profile, source=parent.source)
+        if tier is Tier.IR:
+            from diagnosis.engine.tier2 import run_tier2
+
+            return run_tier2(self._compiled(parent, dumps=self._dumps_in_tier2()), parent.source)
+        if tier is Tier.COMPILER:
+            from diagnosis.engine.tier3 import run_tier3
+
+            compiled = self._compiled(parent, dumps=True)
+            prior = [f for r in results if r.tier < Tier.COMPILER for f in r.findings]
+
+            def recompile(overrides: dict[str, Any]) -> Any:
+                return self._compiled(parent, dumps=False, overrides=overrides)
+
+            return run_tier3(compiled, parent.source, recompile=recompile, prior=prior)
+        raise _TierUnavailable(f"unknown tier {tier!r}")
+
+    def _dumps_in_tier2(self) -> bool:
+        # One compile job with pass dumps serves tiers 2 and 3 when tier 3 may run: a second
+        # job costs a process start, a torch import and the capture again, the dumps only text.
+        return self.config.max_tier >= Tier.COMPILER
+
+    def _compiled(self, parent: _Version, *, dumps: bool, overrides: dict[str, Any] | None = None) -> Any:
+        from diagnosis.engine.ir import CompileResult
+
+        over = json.dumps(overrides or {}, sort_keys=True, default=str)
+        key = (parent.sha, f"dumps={dumps} overrides={over}")
+        if key not in self.compile_cache and dumps is False and not overrides:
+            key_dumps = (parent.sha, f"dumps=True overrides={over}")
+            if key_dumps in self.compile_cache:  # a compile with dumps serves one without
+                return self.compile_cache[key_dumps]
+        if key in self.compile_cache:
+            cached = self.compile_cache[key]
+            if isinstance(cached, _TierUnavailable):
+                raise cached
+            return cached
+        options: dict[str, Any] = {"pass_dumps": dumps}
+        if overrides:
+            options["overrides"] = overrides
+        out = self.executor.compile(parent.path, self.config.target, options)
+        if not out.ok or out.result is None:
+            err = _TierUnavailable("the compile job failed: " + _error_text(out))
+            self.compile_cache[key] = err
+            raise err
+        compiled = CompileResult.from_json(out.result)
+        self.compile_cache[key] = compiled
+        return compiled
+
+    # -- proposing
+
+    def _propose(
+        self,
+        index: int,
+        parent: _Version,
+        results: list[TierResult],
+        excluded: set[Family],
+        family: Family,
+        cost: RoundCost,
+    ) -> tuple[list[Any], Any]:
+        from diagnosis.engine.escalation import score
+        from diagnosis.engine.proposers.base import ProposalContext, ProposerError
+
+        findings = _dedupe([f for r in results for f in r.findings if f.family not in excluded])
+        # The hypothesis' family first, best-scored first: a proposer that takes the head of
+        # the list acts on what the evidence narrowed to.
+        findings.sort(key=lambda f: (f.family is not family, -score(f)))
+        context = ProposalContext(
+            cases=(),
+            device=self.device_spec,
+            device_kind=self.config.device,
+            target=self.config.target,
+            history=tuple(self.history.get(parent.sha, [])),
+            round_index=index,
+            max_candidates=max(2, self.config.max_candidates),
+        )
+        try:
+            candidates = list(self.proposer.propose(parent.source, findings, context))
+        except ProposerError as exc:
+            self.tokens += exc.tokens
+            cost.tokens += exc.tokens
+            return [], exc
+        spent = sum(int(getattr(c, "tokens", 0) or 0) for c in candidates)
+        self.tokens += spent
+        cost.tokens += spent
+        return candidates, None
+
+    # -- verifying
+
+    def _verify_candidates(
+        self,
+        index: int,
+        parent: _Version,
+        chosen: list[Any],
+        record: RoundRecord,
+        cost: RoundCost,
+        history: list,
+    ) -> _Version | None:
+        best: tuple[float, _Version, Any, CandidateOutcome, Verdict, str] | None = None
+        last: tuple[Any, CandidateOutcome, Verdict, str] | None = None
+        for cand in chosen:
+            self.observer.proposal_made(index, cand)
+            t0 = time.perf_counter()
+            meter = _Meter(self.executor)
+            outcome = self._verify(parent, cand)
+            outcome = _replace_cost(outcome, time.perf_counter() - t0, meter.device_s)
+            cost.verify_wall_s += outcome.wall_s
+            cost.verify_device_s += outcome.device_s
+            self.tried.add(sha256(cand.source))
+            self.observer.proposal_verified(index, cand, outcome)
+            verdict, why = self._judge(outcome)
+            history.append(_history(index, cand, str(verdict), why, outcome.speedup))
+            last = (cand, outcome, verdict, why)
+            if verdict is Verdict.IMPROVED:
+                stats = VersionStats(sha256(cand.source), outcome.cases)
+                version = _Version(cand.source, self._write(cand.source), stats)
+                if best is None or (outcome.speedup or 0.0) > best[0]:
+                    best = (outcome.speedup or 0.0, version, cand, outcome, verdict, why)
+        if best is not None:
+            _, version, cand, outcome, verdict, why = best
+        else:
+            assert last is not None
+            cand, outcome, verdict, why = last
+            version = None
+        record.proposal = ProposalRecord(
+            source=cand.source,
+            diff=cand.diff,
+            family=cand.family,
+            rationale=cand.rationale,
+            proposer=cand.proposer,
+            findings_addressed=tuple(cand.findings_addressed),
+            tokens=int(getattr(cand, "tokens", 0) or 0),
+        )
+        record.outcome = outcome
+        record.verdict = verdict
+        record.reason = why if not record.reason else f"{why}; {record.reason}"
+        return version
+
+    def _verify(self, parent: _Version, cand: Any) -> CandidateOutcome:
+        changed = reference_changes(self.initial_source, cand.source)
+        if changed:
+            return CandidateOutcome(
+                correct=False,
+                error_kind="reference_changed",
+                message=f"the candidate changes what it is judged against: {', '.join(changed)}",
+            )
+        path = self._write(cand.source)
+        out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
+                                   time=self.timing_device)  # fmt: skip
+        timing = getattr(out, "timing", None)
+        cases: tuple[CaseTiming, ...] = ()
+        parent_ms: tuple[float | None, ...] = ()
+        noise = None
+        if timing is not None and timing.timed:
+            cases = tuple(CaseTiming(c.index, c.candidate_ms, c.reference_ms, c.sol_ms) for c in timing.cases)
+            parent_ms = tuple(c.parent_ms for c in timing.cases)
+            noise = timing.noise_floor
+            if timing.device is not None and not self.device_name:
+                self.device_name = timing.device.name
+        elif out.ok and out.passed:
+            cases = tuple(CaseTiming(c.index, None) for c in out.cases if c.kind == "timed")
+        return CandidateOutcome(
+            correct=bool(out.ok and out.passed),
+            error_kind=""
+            if (out.ok and out.passed)
+            else (out.reason or (out.error.kind if out.error else "failed")),
+            message="" if (out.ok and out.passed) else _error_text(out),
+            cases=cases,
+            parent_ms=parent_ms,
+            noise=noise,
+            suspect=bool(getattr(out, "suspect", False)),
+        )
+
+    def _judge(self, outcome: CandidateOutcome) -> tuple[Verdict, str]:
+        """The round's verdict from the gate and the timing (diagnosis.engine.verdict's rules,
+        plus the loop's minimum gain)."""
+        from diagnosis.engine import verdict as policy
+
+        if not outcome.correct:
+            return Verdict.FAILED, f"failed verification ({outcome.error_kind}): {outcome.message}"[:600]
+        if outcome.suspect:
+            return Verdict.FAILED, "suspect: a case ran faster than the speed-of-light bound"
+        if not outcome.timed:
+            return Verdict.NO_GAIN, "correct; not timed on this device, so never counted as faster"
+        floor = max(outcome.noise or policy.MIN_NOISE_FLOOR, self.config.min_gain)
+        decisions = [
+            policy.decide_case(p, c.time_ms, floor, c.sol_ms)
+            for c, p in zip(outcome.cases, outcome.parent_ms, strict=False)
+        ]
+        overall = policy.overall(True, decisions)
+        speed = outcome.speedup or 0.0
+        if overall is policy.Verdict.IMPROVED:
+            return Verdict.IMPROVED, f"verified: {speed:.3f}x over its parent (floor {100 * floor:.1f} %)"
+        if overall is policy.Verdict.SUSPECT:
+            return Verdict.FAILED, "suspect: a case ran faster than the speed-of-light bound"
+        slower = [c.index for c, d in zip(outcome.cases, decisions, strict=False) if d.slower]
+        tail = f"; slower on case(s) {', '.join(map(str, slower))}" if slower else ""
+        return (
+            Verdict.NO_GAIN,
+            f"correct, {speed:.3f}x over its parent: within the floor of {100 * floor:.1f} %{tail}",
+        )
+
+
+class _TierUnavailable(Exception):
+    """A tier could not produce evidence for this source (its job failed); the round goes on without it."""
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _error_text(outcome: Any) -> str:
+    err = getattr(outcome, "error", None)
+    if err is None:
+        return getattr(outcome, "reason", "") or "failed"
+    where = f" (line {err.line})" if getattr(err, "line", None) else ""
+    return f"{err.kind}: {err.message}{where}"
+
+
+def _replace_cost(outcome: CandidateOutcome, wall_s: float, device_s: float) -> CandidateOutcome:
+    from dataclasses import replace
+
+    return replace(outcome, wall_s=wall_s, device_s=device_s)
+
+
+def _view(result: TierResult, excluded: set[Family]) -> TierResult:
+    """A tier's result as the decision sees it once some families are ruled out on this source.
+
+    Findings of excluded families go. When the family the tier narrowed to is excluded, the
+    tier no longer narrows (the next family needs evidence of its own: climb for it); it
+    still localizes, and still explains if an actionable finding of another family remains.
+    """
+    if not excluded:
+        return result
+    from diagnosis.engine.escalation import actionable, choose_family
+
+    kept = [f for f in result.findings if f.family not in excluded]
+    top = choose_family(result.findings)
+    narrows = result.narrows and top not in excluded and choose_family(kept) is not None
+    explains = result.explains and bool(actionable(kept))
+    return TierResult(
+        tier=result.tier,
+        findings=kept,
+        localizes=result.localizes,
+        narrows=narrows,
+        explains=explains,
+        notes=result.notes,
+        data=result.data,
+    )
+
+
+def _decision_record(tier: Tier, decision: Any) -> DecisionRecord:
+    return DecisionRecord(
+        tier=tier,
+        climb=decision.climb,
+        next_tier=decision.next_tier,
+        reason=decision.reason,
+        family=decision.family,
+        failed_tests=tuple(decision.failed_tests),
+    )
+
+
+def _mechanism(family: Family) -> str:
+    from diagnosis.engine.escalation import MECHANISMS
+
+    return MECHANISMS.get(family, "no known mechanism")
+
+
+def _backing(findings: list[Finding], family: Family) -> tuple[str, ...]:
+    from diagnosis.engine.escalation import score
+
+    ours = sorted((f for f in findings if f.family is family), key=score, reverse=True)
+    return tuple(dict.fromkeys(f.code for f in ours))
+
+
+def _evidence(findings: list[Finding], family: Family | None) -> list[EvidenceRef]:
+    from diagnosis.engine.escalation import actionable, score
+
+    acts = sorted(actionable(findings), key=lambda f: (f.family is not family, -score(f)))
+    return [
+        EvidenceRef(
+            code=f.code,
+            tier=f.tier,
+            family=f.family,
+            lines=f.lines,
+            kernel=f.kernel,
+            artefacts=tuple(f"{e.kind}:{e.kernel}:{e.name}".rstrip(":") for e in f.evidence),
+        )
+        for f in acts
+    ]
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    return list(dict.fromkeys(findings))
+
+
+def _pick(candidates: list[Any], family: Family, codes: set[str], skip: set[str], limit: int) -> list[Any]:
+    """Candidates of the hypothesis' family, or composites that address its findings; never
+    one already verified or the parent itself."""
+    fresh = [c for c in candidates if sha256(c.source) not in skip]
+    ours = [c for c in fresh if c.family == family or codes & set(c.findings_addressed)]
+    return ours[: max(1, limit)]
+
+
+def _history(index: int, cand: Any, verdict: str, reason: str, speedup: float | None = None) -> Any:
+    from diagnosis.engine.proposers.base import RoundHistory
+
+    return RoundHistory(
+        index=index,
+        family=cand.family if cand is not None else None,
+        verdict=verdict,
+        proposer=cand.proposer if cand is not None else "",
+        findings=tuple(cand.findings_addressed) if cand is not None else (),
+        speedup=speedup,
+        reason=reason,
+    )
+
+
+def reference_changes(initial: str, candidate: str) -> list[str]:
+    """Names of the reference side (Model, the input functions and the module-level values
+    they read) whose definition differs between the two sources; [] when none does."""
+    try:
+        a, b = ast.parse(initial), ast.parse(candidate)
+    except SyntaxError:
+        return []  # the verify job reports the syntax error with its line
+    defs_a, defs_b = _top_level(a), _top_level(b)
+    names = [n for n in REFERENCE_NAMES if n in defs_a]
+    used: set[str] = set()
+    for n in names:
+        used |= {x.id for x in ast.walk(defs_a[n]) if isinstance(x, ast.Name)}
+    values = sorted(n for n in used if n in defs_a and n not in REFERENCE_NAMES and not _is_def(defs_a[n]))
+    changed = []
+    for n in [*names, *values]:
+        if n not in defs_b or ast.dump(defs_a[n]) != ast.dump(defs_b[n]):
+            changed.append(n)
+    return changed
+
+
+def _top_level(tree: ast.Module) -> dict[str, ast.AST]:
+    out: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+            out[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = node.value
+    return out
+
+
+def _is_def(node: ast.AST) -> bool:
+    return isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
