@@ -301,33 +301,43 @@ def _first(d: dict, *keys: str) -> Any:
 
 
 def verification_rows(verification: Any) -> tuple[list[CaseRow], dict[str, Any]]:
-    """Per-case rows from Proposal.verification, tolerant of its spelling; the rest as notes."""
+    """Per-case rows from Proposal.verification (runner.persist.outcome_json), and the rest as notes.
+
+    Cases carry index, time_ms (the candidate), parent_ms, speedup and pct_sol; correctness
+    is decided for the whole proposal, so a case without its own `correct` shows that.
+    """
     if not isinstance(verification, dict):
         return [], {}
     cases = verification.get("cases")
     if not isinstance(cases, list):
         cases = []
+    overall = verification.get("correct")
     rows = []
     for i, c in enumerate(cases):
         if not isinstance(c, dict):
             continue
-        parent = _first(c, "parent_ms", "parent_time_ms", "time_parent_ms", "parent")
-        cand = _first(c, "candidate_ms", "candidate_time_ms", "time_ms", "time_candidate_ms", "candidate")
+        parent = _first(c, "parent_ms", "parent_time_ms")
+        cand = _first(c, "candidate_ms", "time_ms", "candidate_time_ms")
         speedup = _first(c, "speedup")
         if speedup is None and isinstance(parent, int | float) and isinstance(cand, int | float) and cand > 0:
             speedup = parent / cand
         label = _first(c, "label", "name", "case", "index")
+        correct = _first(c, "correct", "ok")
         rows.append(
             CaseRow(
                 label=str(label if label is not None else i),
-                correct=_first(c, "correct", "ok"),
+                correct=overall if correct is None else correct,
                 parent_ms=parent,
                 candidate_ms=cand,
                 speedup=speedup,
-                pct_sol=_first(c, "pct_sol", "sol_pct", "percent_sol"),
+                pct_sol=_first(c, "pct_sol", "sol_pct"),
             )
         )
-    notes = {k: v for k, v in verification.items() if k != "cases" and not isinstance(v, dict | list)}
+    notes = {}
+    for key, value in verification.items():
+        if key == "cases" or value is None or value == "" or isinstance(value, dict | list):
+            continue
+        notes[key.replace("_", " ")] = f"{value:.3g}" if isinstance(value, float) else value
     return rows, notes
 
 

@@ -218,17 +218,22 @@ def proposal(round_, version, finding):
         proposer="rules",
         family="launch_config",
         rationale="A larger block halves the number of programs.",
-        verification={
+        verification={  # the shape runner.persist.outcome_json writes
+            "correct": True,
+            "timed": True,
             "cases": [
                 {
-                    "case": 0,
-                    "correct": True,
+                    "index": 0,
+                    "time_ms": 0.010,
                     "parent_ms": 0.020,
-                    "candidate_ms": 0.010,
+                    "ref_ms": 0.05,
                     "speedup": 2.0,
                     "pct_sol": 61.5,
                 }
-            ]
+            ],
+            "speedup": 2.0,
+            "noise": 0.02,
+            "suspect": False,
         },
         speedup=2.0,
         pct_sol=61.5,

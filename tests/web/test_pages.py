@@ -172,3 +172,33 @@ def test_pages_load_htmx_from_our_static_files_with_csrf_header(client, owner):
     page = client.get(reverse("kernel-list")).content.decode()
     assert 'src="/static/htmx/htmx.min.js"' in page
     assert 'hx-headers=\'{"X-CSRFToken": "' in page
+
+
+def test_verification_rows_read_the_runner_format_and_fill_correctness_from_the_whole():
+    from diagnosis.views import verification_rows
+
+    rows, notes = verification_rows(
+        {
+            "correct": True,
+            "timed": True,
+            "cases": [{"index": 3, "time_ms": 1.0, "parent_ms": 3.0}],
+            "wall_s": 1.23456,
+        }
+    )
+    (row,) = rows
+    assert (row.label, row.correct, row.candidate_ms, row.parent_ms, row.speedup) == (
+        "3",
+        True,
+        1.0,
+        3.0,
+        3.0,
+    )
+    assert notes["wall s"] == "1.23" and notes["timed"] is True
+
+
+def test_an_untimed_proposal_says_it_was_checked_for_correctness_only(client, reviewer, proposal):
+    proposal.verification = {"correct": True, "timed": False, "cases": []}
+    proposal.save()
+    client.force_login(reviewer)
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert "Checked for correctness only" in page
