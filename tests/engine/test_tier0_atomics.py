@@ -42,6 +42,17 @@ def row_sum(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
         HEAD
         + """
 @triton.jit
+def softmax_like(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.atomic_add(out_ptr + offs, x - tl.max(x, axis=0), mask=offs < n)
+""",
+        id="block-shaped-value-that-uses-a-reduction",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
 def scatter_add(x_ptr, idx_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
@@ -76,6 +87,29 @@ def mse(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(out_ptr, scaled)  # <- T0-ATOMIC-REDUCTION
 """,
         id="reduced-scalar-through-locals",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def mean(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    partial = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0) / n
+    tl.atomic_add(out_ptr, partial)  # <- T0-ATOMIC-REDUCTION
+""",
+        id="axis-0-of-a-1d-block-is-a-scalar",
+    ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def looped(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    acc = 0.0
+    for off in range(0, n, BLOCK * 64):
+        acc += tl.sum(tl.load(x_ptr + off + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)), axis=0)
+    tl.atomic_add(out_ptr, acc)  # <- T0-ATOMIC-REDUCTION
+""",
+        id="loop-carried-accumulator",
     ),
     pytest.param(
         HEAD
@@ -116,7 +150,11 @@ def test_it_flags_reductions_finished_with_atomics(source: str) -> None:
 
 @pytest.mark.parametrize(
     ("case", "severity"),
-    [("atomic-add-of-a-block-sum", Severity.MEDIUM), ("split-column-reduction", Severity.LOW)],
+    [
+        ("atomic-add-of-a-block-sum", Severity.MEDIUM),
+        ("axis-0-of-a-1d-block-is-a-scalar", Severity.MEDIUM),
+        ("split-column-reduction", Severity.LOW),
+    ],
 )
 def test_a_scalar_target_is_worse_than_a_vector_of_partials(case: str, severity: Severity) -> None:
     (source,) = [p.values[0] for p in FIX if p.id == case]

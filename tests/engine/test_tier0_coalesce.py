@@ -5,7 +5,7 @@ import pytest
 from diagnosis.engine.evidence import Family, Severity
 from tests.engine import marks, primary, src, tier0
 
-CODES = {"T0-STRIDED-INNER"}
+CODES = {"T0-STRIDED-ACCESS"}
 
 HEAD = """
 import torch
@@ -21,7 +21,7 @@ def copy2d(x_ptr, y_ptr, M, N, stride_m, stride_n, BM: tl.constexpr, BN: tl.cons
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    x = tl.load(x_ptr + rm[:, None] * stride_m + rn[None, :] * stride_n, mask=mask)  # <- T0-STRIDED-INNER
+    x = tl.load(x_ptr + rm[:, None] * stride_m + rn[None, :] * stride_n, mask=mask)  # <- T0-STRIDED-ACCESS
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], x, mask=mask)
 """
 
@@ -42,26 +42,40 @@ def copy(x):
     )
 
 
-COLUMN_WALK = """
+def column_walk(stride_arg: str) -> str:
+    return (
+        HEAD
+        + f"""
 @triton.jit
-def col_sum(x_ptr, out_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+def col_sum(x_ptr, out_ptr, n_rows, stride, BLOCK: tl.constexpr):
     col = tl.program_id(0)
-    rows = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + rows * n_cols + col, mask=rows < n_rows, other=0.0)  # <- T0-STRIDED-INNER
-    tl.store(out_ptr + col, tl.sum(x, axis=0))
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n_rows, BLOCK):
+        rows = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + rows * stride + col, mask=rows < n_rows, other=0.0)  # <- T0-STRIDED-ACCESS
+    tl.store(out_ptr + col, tl.sum(acc, axis=0))
 
 
 def column_sums(x):
     n_rows, n_cols = x.shape
     out = torch.empty(n_cols, device=x.device)
-    col_sum[(n_cols,)](x, out, n_rows, n_cols, BLOCK=triton.next_power_of_2(n_rows))
+    col_sum[(n_cols,)](x, out, n_rows, {stride_arg}, BLOCK=512)
     return out
 """
+    )
+
 
 NOOP = [
-    pytest.param(launch("x.stride(0), x.stride(1)"), id="stride-1-of-a-contiguous-tensor"),
+    pytest.param(launch("x.stride(0), x.stride(1)"), id="row-major-tile"),
     pytest.param(launch("x.stride(0), 1"), id="literal-unit-stride"),
     pytest.param(launch("x.stride(0), x.stride(-1)"), id="last-dim-stride"),
+    pytest.param(
+        launch("x.stride(1), x.stride(0)"),
+        id="outer-axis-contiguous-is-coalesced-by-the-compiler",
+    ),
+    pytest.param(
+        launch("x.stride(0), x.stride(1)", prelude="x = x.t()"), id="transposed-view-stride-0-is-unit"
+    ),
     pytest.param(
         launch("x.stride(0), x.stride(1)", prelude="x = x.t().contiguous()"),
         id="transposed-then-made-contiguous",
@@ -89,24 +103,38 @@ def gather(x_ptr, idx_ptr, y_ptr, stride, n, BLOCK: tl.constexpr):
 """,
         id="gather-through-loaded-indices",
     ),
+    pytest.param(
+        HEAD
+        + """
+@triton.jit
+def mm(a_ptr, b_ptr, K, stride_ak, stride_bk, BM: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]
+    for k in range(0, K, BK):
+        tl.store(b_ptr + rm, tl.sum(tl.load(a_ptrs), axis=1))
+        a_ptrs += BK * stride_ak
+""",
+        id="pointer-advanced-in-a-loop",
+    ),
 ]
 
 FIX = [
-    pytest.param(launch("x.stride(1), x.stride(0)"), id="strides-swapped"),
-    pytest.param(launch("x.stride(0), x.stride(1)", prelude="x = x.t()"), id="transposed-view"),
-    pytest.param(launch("x.stride(0), N"), id="size-as-stride"),
+    pytest.param(launch("x.stride(0), N"), id="size-on-every-axis"),
+    pytest.param(launch("x.stride(0), 2"), id="literal-stride-2"),
     pytest.param(HEAD + TILE_KERNEL, id="no-launch-site-stride-unknown"),
-    pytest.param(HEAD + COLUMN_WALK, id="column-major-walk-of-a-row-major-tensor"),
+    pytest.param(column_walk("x.shape[1]"), id="column-walk-by-a-size"),
+    pytest.param(column_walk("x.stride(0)"), id="column-walk-by-the-row-stride"),
 ]
 
 
 @pytest.mark.parametrize("source", NOOP)
-def test_it_leaves_unit_stride_innermost_access_alone(source: str) -> None:
+def test_it_leaves_accesses_with_a_contiguous_dimension_alone(source: str) -> None:
     assert primary(tier0(src(source)).findings, CODES) == []
 
 
 @pytest.mark.parametrize("source", FIX)
-def test_it_flags_strided_innermost_access(source: str) -> None:
+def test_it_flags_accesses_with_no_unit_stride_dimension(source: str) -> None:
     source = src(source)
     assert primary(tier0(source).findings, CODES) == marks(source, CODES)
 
@@ -114,11 +142,11 @@ def test_it_flags_strided_innermost_access(source: str) -> None:
 @pytest.mark.parametrize(
     ("case", "severity", "has_gain"),
     [
-        ("strides-swapped", Severity.MEDIUM, True),
-        ("transposed-view", Severity.MEDIUM, True),
-        ("size-as-stride", Severity.HIGH, True),
+        ("size-on-every-axis", Severity.HIGH, True),
+        ("literal-stride-2", Severity.HIGH, True),
         ("no-launch-site-stride-unknown", Severity.LOW, False),
-        ("column-major-walk-of-a-row-major-tensor", Severity.HIGH, True),
+        ("column-walk-by-a-size", Severity.HIGH, True),
+        ("column-walk-by-the-row-stride", Severity.MEDIUM, True),
     ],
 )
 def test_its_severity_follows_what_the_call_site_passes(

@@ -71,6 +71,39 @@ NOOP = [
     pytest.param(
         src(
             """
+            import torch
+            import torch.nn as nn
+            import triton
+            import triton.language as tl
+
+
+            @triton.jit
+            def partial_sums(x_ptr, partial_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(partial_ptr + tl.program_id(0), tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0)))
+
+
+            @triton.jit
+            def finish(partial_ptr, out_ptr, n_partials, n, BLOCK: tl.constexpr):
+                offs = tl.arange(0, BLOCK)
+                tl.store(out_ptr, tl.sum(tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0)) / n)
+
+
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    n_blocks = triton.cdiv(x.numel(), 1024)
+                    partials = torch.empty((n_blocks,), device=x.device)
+                    out = torch.empty((), device=x.device)
+                    partial_sums[(n_blocks,)](x, partials, x.numel(), BLOCK=1024)
+                    finish[(1,)](partials, out, n_blocks, x.numel(), BLOCK=1024)
+                    return out
+            """
+        ),
+        id="two-stage-reduction-through-small-partials",
+    ),
+    pytest.param(
+        src(
+            """
             import torch.nn as nn
 
 

@@ -120,6 +120,40 @@ NOOP = [
         id="gemm-128x128x64",
     ),
     pytest.param(
+        src(
+            """
+            import torch
+            import triton
+            import triton.language as tl
+
+
+            @triton.jit
+            def partial_sums(x_ptr, partial_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(partial_ptr + tl.program_id(0), tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0)))
+
+
+            @triton.jit
+            def finish(partial_ptr, out_ptr, n_partials, BLOCK: tl.constexpr):
+                acc = tl.zeros([BLOCK], dtype=tl.float32)
+                for start in range(0, n_partials, BLOCK):
+                    offs = start + tl.arange(0, BLOCK)
+                    acc += tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0)
+                tl.store(out_ptr, tl.sum(acc, axis=0))
+
+
+            def total(x):
+                n_blocks = triton.cdiv(x.numel(), 1024)
+                partials = torch.empty((n_blocks,), device=x.device)
+                out = torch.empty((), device=x.device)
+                partial_sums[(n_blocks,)](x, partials, x.numel(), BLOCK=1024)
+                finish[(1,)](partials, out, n_blocks, BLOCK=1024)
+                return out
+            """
+        ),
+        id="single-program-second-stage-of-a-reduction",
+    ),
+    pytest.param(
         _launch(
             """
             BLOCK = 4096

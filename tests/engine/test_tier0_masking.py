@@ -97,7 +97,31 @@ def block_ptrs(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
     ),
 ]
 
+EXACT_TILES = """
+@triton.jit
+def bmm(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + pid * BM * K + rm[:, None] * K + (k + rk)[None, :])  # <- T0-MISSING-MASK
+        b = tl.load(b_ptr + pid * K * BN + (k + rk)[:, None] * BN + rn[None, :])  # <- T0-MISSING-MASK
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + pid * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+
+def bmm_launch(a, b):
+    batch, m, k = a.shape
+    n = b.shape[2]
+    c = torch.empty((batch, m, n))
+    bmm[(batch,)](a, b, c, k, BM=m, BN=n, BK=32)
+    return c
+"""
+
 MISSING_FIX = [
+    pytest.param(HEAD + EXACT_TILES, id="k-loop-unmasked-while-exact-tiles-are-in-bounds"),
     pytest.param(HEAD + UNMASKED, id="element-wise-without-masks"),
     pytest.param(
         HEAD

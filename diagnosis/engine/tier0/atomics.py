@@ -25,24 +25,30 @@ ATOMIC_REDUCTION = register_code(
 )
 
 
-def _reduction_axis(ctx: KernelContext, node: ast.expr, seen: set[str]) -> str | None:
-    """'scalar' or 'vector' when ``node`` is (computed from) a tl reduction, else None."""
+def _reduction_shape(ctx: KernelContext, node: ast.expr, seen: frozenset[str] = frozenset()) -> str | None:
+    """'scalar' or 'vector' when ``node`` is a reduction result, else None.
+
+    A reduction over a 1-D block gives a scalar whatever its axis; over a 2-D block with an
+    axis, a vector of partials.
+    """
+    if not ctx.is_reduced(node) or isinstance(node, ast.Constant) or not ctx.deps(node).reduced:
+        return None
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and ctx.tl_name(sub) in REDUCTIONS:
-            axis = call_arg(sub, 1, "axis")
-            if axis is None or (isinstance(axis, ast.Constant) and axis.value is None):
-                return "scalar"
-            return "vector"
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in REDUCTIONS:
-            # x.sum() / x.sum(axis=0) method form
-            axis = call_arg(sub, 0, "axis")
-            return "scalar" if axis is None else "vector"
         if isinstance(sub, ast.Name) and sub.id not in seen:
-            seen.add(sub.id)
             for _, expr in ctx.defs.get(sub.id, ()):
-                found = _reduction_axis(ctx, expr, seen)
+                found = _reduction_shape(ctx, expr, seen | {sub.id})
                 if found:
                     return found
+        if not isinstance(sub, ast.Call):
+            continue
+        if ctx.tl_name(sub) in REDUCTIONS:
+            operand, axis = call_arg(sub, 0, "input"), call_arg(sub, 1, "axis")
+        elif isinstance(sub.func, ast.Attribute) and sub.func.attr in REDUCTIONS:
+            operand, axis = sub.func.value, call_arg(sub, 0, "axis")
+        else:
+            continue
+        no_axis = axis is None or (isinstance(axis, ast.Constant) and axis.value is None)
+        return "scalar" if no_axis or operand is None or not ctx.multidim(operand) else "vector"
     return None
 
 
@@ -52,7 +58,7 @@ def atomic_reduction(ctx: KernelContext) -> Iterator[Finding]:
         value = call_arg(call, 1, "val")
         if value is None:
             continue
-        shape = _reduction_axis(ctx, value, set())
+        shape = _reduction_shape(ctx, value)
         if shape is None:
             continue
         yield Finding(

@@ -1,17 +1,25 @@
-"""Strided innermost access: adjacent lanes that do not touch adjacent addresses.
+"""Strided access: a load or store with no dimension along which adjacent lanes are adjacent.
 
-The fastest-varying index of a block is the ``tl.arange`` of its last axis (``offs[None, :]``
-in 2-D, the arange itself in 1-D). Multiplied by a stride that is not 1, each lane's access
-lands in its own 32-byte sector. A stride argument the wrapper passes as ``x.stride(1)`` of a
-contiguous 2-D tensor is 1 at run time and Triton specializes it to a constant, so that is not
-flagged; ``x.stride(0)``, a size (``x.shape[1]``, ``n_cols``), a transposed view's stride or a
-literal above 1 is. A stride nothing tells us about is reported at low severity.
+Triton's coalescing pass orders a block's threads along whichever dimension the compiler can
+prove contiguous, so a 2-D tile read with unit stride on its *outer* axis (a transposed
+operand) is still coalesced: the checked 64x64 fp32 tile with ``stride_m == 1`` gets
+``order = [0, 1]`` and 32 lanes along axis 0. What the pass cannot fix is an access with no
+unit-stride dimension at all: a 1-D block walking a column (``rows * stride_row``), or a tile
+whose every axis is multiplied by a stride that is not 1. Then each 4-byte access pulls its own
+32-byte sector.
+
+A stride argument is unit when it is the literal 1, or ``x.stride(1)`` / ``x.stride(-1)`` of a
+tensor the wrapper did not transpose (1 for a contiguous 2-D tensor; Triton specializes integer
+arguments equal to 1 into constants, so the compiler knows); ``x.stride(0)``, a size, a literal
+above 1 or the last-dimension stride of a transposed view is not. A stride nothing tells us
+about makes a low-severity finding.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from diagnosis.engine.escalation import modest_gain
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, register_code
@@ -21,14 +29,14 @@ from diagnosis.engine.tier0.source import KernelContext, LaunchSite, is_transpos
 # A 4-byte access that pulls a whole 32-byte sector uses an eighth of it.
 SECTOR_BOUND = 32 / 4
 
-STRIDED_INNER = register_code(
-    "T0-STRIDED-INNER",
+STRIDED_ACCESS = register_code(
+    "T0-STRIDED-ACCESS",
     Tier.TRIAGE,
     Family.COALESCE,
-    "{kernel} multiplies its innermost index {index} by {stride} ({why}): adjacent lanes read "
-    "addresses {stride} elements apart, so each 32-byte sector serves one element; walk the "
-    "contiguous dimension innermost (gain from sector use, 8x for fp32, halved)",
-    "Strided innermost access",
+    "{kernel}: no dimension of this tl.{op} has unit stride; the fastest index {index} is multiplied "
+    "by {stride} ({why}), so adjacent lanes read addresses that far apart and each 32-byte sector "
+    "serves one element; walk the contiguous dimension (gain from sector use, 8x for fp32, halved)",
+    "Strided access",
 )
 
 _RANK = {"unit": 0, "unknown": 1, "stride0": 2, "transposed": 2, "size": 3}
@@ -41,108 +49,141 @@ _SEVERITY = {
 _WHY = {
     "unknown": "a stride not known to be 1",
     "stride0": "passed as {arg}: the stride of a leading dimension, not 1 unless the tensor is 1-D",
-    "transposed": "passed as {arg} of a transposed view",
+    "transposed": "passed as {arg}, the last-dimension stride of a transposed view",
     "size": "passed as {arg}, a size",
 }
 
 
-def _innermost(ctx: KernelContext, node: ast.expr, seen: frozenset[str] = frozenset()) -> bool:
-    """True when ``node`` is an arange-derived index along the last (or only) block axis."""
+@dataclass(frozen=True)
+class _Term:
+    """One arange-carrying addend of a pointer: index (along an axis) times stride."""
+
+    from_end: int  # 0 = the last (fastest, innermost) block axis
+    index: ast.expr
+    stride: ast.expr | None  # None: unit (the index is added as is)
+    node: ast.AST
+
+
+def _axis(ctx: KernelContext, node: ast.expr) -> int | None:
+    """Axis of a 1-D index block, counted from the end (``x[:, None]`` -> 1), or None."""
     axes = subscript_axes(node)
     if axes is not None:
         assert isinstance(node, ast.Subscript)
-        return (
-            axes[-1] == "slice" and all(a == "new" for a in axes[:-1]) and _innermost(ctx, node.value, seen)
-        )
+        if axes.count("slice") != 1 or _axis(ctx, node.value) != 0:
+            return None
+        return len(axes) - 1 - axes.index("slice")
     if isinstance(node, ast.Call):
         name = ctx.tl_name(node)
         if name == "arange":
-            return True
+            return 0
         if name in ("max_contiguous", "multiple_of") and node.args:
-            return _innermost(ctx, node.args[0], seen)
-        return False
+            return _axis(ctx, node.args[0])
+        return None
     if isinstance(node, ast.Name):
-        if node.id in seen or not ctx.name_deps(node.id).arange:
-            return False
-        defs = [e for _, e in ctx.defs.get(node.id, ()) if ctx.deps(e).arange]
-        return bool(defs) and all(_innermost(ctx, e, seen | {node.id}) for e in defs)
+        deps = ctx.name_deps(node.id)
+        return 0 if deps.arange and not deps.loaded and not ctx.multidim(node) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mod):
-        parts = [p for p in (node.left, node.right) if ctx.deps(p).arange]
-        return bool(parts) and all(_innermost(ctx, p, seen) for p in parts)
-    return False
+        found = {_axis(ctx, p) for p in (node.left, node.right) if ctx.deps(p).arange}
+        return found.pop() if len(found) == 1 else None
+    return None
 
 
-def _pointer_mults(ctx: KernelContext, node: ast.expr, seen: set[str]) -> Iterator[ast.BinOp]:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mult):
-            yield sub
-        elif isinstance(sub, ast.Name) and sub.id not in seen:
-            seen.add(sub.id)
-            for _, expr in ctx.defs.get(sub.id, ()):
-                yield from _pointer_mults(ctx, expr, seen)
+def _terms(ctx: KernelContext, node: ast.expr, seen: frozenset[str]) -> list[_Term] | None:
+    """The arange-carrying addends of a pointer expression; None when one is not understood."""
+    if not ctx.deps(node).arange:
+        return []
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        left, right = _terms(ctx, node.left, seen), _terms(ctx, node.right, seen)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for index, stride in ((node.left, node.right), (node.right, node.left)):
+            if ctx.deps(stride).arange or not isinstance(stride, ast.Name | ast.Constant):
+                continue
+            axis = _axis(ctx, index)
+            return None if axis is None else [_Term(axis, index, stride, node)]
+        return None
+    if isinstance(node, ast.Name) and node.id in seen:
+        return []  # a loop-carried pointer advance (``a_ptrs += BLOCK_K * stride_ak``)
+    if isinstance(node, ast.Name) and ctx.defs.get(node.id):
+        if _axis(ctx, node) is not None:
+            return [_Term(0, node, None, node)]
+        out: list[_Term] = []
+        for _, expr in ctx.defs[node.id]:
+            terms = _terms(ctx, expr, seen | {node.id})
+            if terms is None:
+                return None
+            out += terms
+        return out
+    axis = _axis(ctx, node)
+    return None if axis is None else [_Term(axis, node, None, node)]
 
 
-def _classify_site(ctx: KernelContext, site: LaunchSite, stride: str) -> tuple[str, str]:
+def _classify_site(site: LaunchSite, stride: str) -> tuple[str, str]:
     value = site.values.get(stride)
-    arg = site.args.get(stride)
-    if value is None or arg is None:
+    if value is None or stride not in site.args:
         return "unknown", ""
     text = value.text
     if value.known:
         n = value.as_int()
         return ("unit", text) if n == 1 else ("size", text) if n is not None else ("unknown", text)
     if value.kind == "stride":
-        if value.tensor and is_transposed(site.resolver, value.tensor, site.line):
-            return "transposed", text
-        return ("stride0", text) if value.dim == 0 else ("unit", text)
+        transposed = bool(value.tensor) and is_transposed(site.resolver, value.tensor, site.line)
+        if value.dim == 0:
+            # x.t().stride(0) is 1; a plain tensor's stride(0) is its row length.
+            return ("unit", text) if transposed else ("stride0", text)
+        return ("transposed", text) if transposed else ("unit", text)
     if value.kind == "shape":
         return "size", text
     return "unknown", text
 
 
-def _classify(ctx: KernelContext, stride: str) -> tuple[str, str]:
-    if stride in ctx.constexprs:
-        values = [v for v, _ in ctx.constexpr_values(stride)]
+def _classify(ctx: KernelContext, stride: ast.expr | None) -> tuple[str, str]:
+    if stride is None:
+        return "unit", ""
+    if isinstance(stride, ast.Constant):
+        return ("unit", "1") if stride.value == 1 else ("size", repr(stride.value))
+    assert isinstance(stride, ast.Name)
+    name = stride.id
+    if name in ctx.constexprs:
+        values = [v for v, _ in ctx.constexpr_values(name)]
         ints = [v.as_int() for v in values]
         if ints and all(i == 1 for i in ints):
             return "unit", "1"
         big = [v for v in values if (v.as_int() or 0) > 1]
         return ("size", big[0].text) if big else ("unknown", "")
+    if name not in ctx.params:
+        return "unknown", ""
     sites = ctx.launches
     if not sites:
         return "unknown", ""
-    return max((_classify_site(ctx, s, stride) for s in sites), key=lambda kv: _RANK[kv[0]])
+    # One launch passing a non-unit stride is enough: the kernel runs that way there.
+    return max((_classify_site(s, name) for s in sites), key=lambda kv: _RANK[kv[0]])
 
 
-@rule(STRIDED_INNER.code)
-def strided_inner(ctx: KernelContext) -> Iterator[Finding]:
-    done: set[int] = set()
-    for _, call, ptr in ctx.memory_ops():
-        for mult in _pointer_mults(ctx, ptr, set()):
-            if id(mult) in done:
-                continue
-            done.add(id(mult))
-            for index, stride in ((mult.left, mult.right), (mult.right, mult.left)):
-                if not (isinstance(stride, ast.Name) and stride.id in ctx.params):
-                    continue
-                if ctx.deps(stride).arange or not _innermost(ctx, index):
-                    continue
-                kind, arg = _classify(ctx, stride.id)
-                if kind == "unit":
-                    continue
-                lines = (mult.lineno,) if mult.lineno == call.lineno else (mult.lineno, call.lineno)
-                yield Finding(
-                    STRIDED_INNER.code,
-                    _SEVERITY[kind],
-                    {
-                        "kernel": ctx.name,
-                        "index": ast.unparse(index),
-                        "stride": stride.id,
-                        "why": _WHY[kind].format(arg=arg),
-                        "kind": kind,
-                    },
-                    lines=lines,
-                    kernel=ctx.name,
-                    gain=modest_gain(SECTOR_BOUND) if kind != "unknown" else None,
-                )
-                break
+@rule(STRIDED_ACCESS.code)
+def strided_access(ctx: KernelContext) -> Iterator[Finding]:
+    for op, call, ptr in ctx.memory_ops():
+        terms = _terms(ctx, ptr, frozenset())
+        if not terms:
+            continue
+        kinds = [(_classify(ctx, t.stride), t) for t in terms]
+        if any(kind == "unit" for (kind, _), _ in kinds):
+            continue  # some dimension is contiguous: the compiler coalesces along it
+        inner = [k for k in kinds if k[1].from_end == 0] or kinds
+        (kind, arg), term = max(inner, key=lambda k: _RANK[k[0][0]])
+        line = getattr(term.node, "lineno", call.lineno)
+        yield Finding(
+            STRIDED_ACCESS.code,
+            _SEVERITY[kind],
+            {
+                "kernel": ctx.name,
+                "op": op,
+                "index": ast.unparse(term.index),
+                "stride": ast.unparse(term.stride) if term.stride is not None else "1",
+                "why": _WHY[kind].format(arg=arg),
+                "kind": kind,
+            },
+            lines=(line,) if line == call.lineno else (line, call.lineno),
+            kernel=ctx.name,
+            gain=modest_gain(SECTOR_BOUND) if kind != "unknown" else None,
+        )

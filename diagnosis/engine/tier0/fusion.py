@@ -4,8 +4,10 @@
 functions and methods, a few calls deep) and every tensor gets a token. A launch reads the
 tokens bound to the pointer parameters its kernel loads from and writes those it stores to.
 When one launch reads what an earlier one wrote, the intermediate is written to memory and
-read back; fused, it would stay in registers. The gain assumes every tensor has the same size
-(true for element-wise chains, pessimistic for reductions) and counts tensors moved.
+read back; fused, it would stay in registers. The gain counts tensors moved and assumes they
+have the same size (true for element-wise chains), except tensors written only with reduction
+results (partials, row statistics), which count as negligible; a chain whose only
+intermediates are such results is not reported.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class _Launch:
     line: int
     reads: set[str] = field(default_factory=set)
     writes: set[str] = field(default_factory=set)
+    small: set[str] = field(default_factory=set)  # written only with reduction results
 
 
 class _Tracer:
@@ -175,7 +178,7 @@ class _Tracer:
         params = self.ctx.kernels[kernel].params
         bound = dict(zip(params, node.args, strict=False))
         bound.update({kw.arg: kw.value for kw in node.keywords if kw.arg is not None})
-        reads, writes = self.access[kernel]
+        reads, writes, small = self.access[kernel]
         record = _Launch(kernel, node.lineno)
         for param, arg in bound.items():
             token = self.expr(arg, env, cls, depth)
@@ -185,6 +188,8 @@ class _Tracer:
                 record.reads.add(token)
             if param in writes:
                 record.writes.add(token)
+            if param in small:
+                record.small.add(token)
         self.launches.append(record)
 
 
@@ -197,20 +202,29 @@ def _method(cls: ast.ClassDef | None, name: str) -> ast.FunctionDef | None:
     return None
 
 
-def _param_access(ctx: ModuleContext, kernel: str) -> tuple[set[str], set[str]]:
+def _param_access(ctx: ModuleContext, kernel: str) -> tuple[set[str], set[str], set[str]]:
+    """(read, written, written-small) pointer parameters of a kernel.
+
+    Written-small: every store to it writes a reduction result (a partial sum per program, a
+    mean per row), so the tensor is a fraction of the input's size.
+    """
     k = ctx.kernels[kernel]
     pointers = k.pointer_params()
     reads: set[str] = set()
     writes: set[str] = set()
+    full: set[str] = set()
     for op, call, ptr in k.memory_ops():
         params = k.deps(ptr).params & pointers
         if op == "load":
             reads |= params
-        else:
-            writes |= params
-            if op in ATOMICS and call_arg(call, 1, "val") is not None:
-                reads |= params  # an atomic reads what it updates
-    return reads, writes
+            continue
+        writes |= params
+        value = call_arg(call, 1, "val" if op in ATOMICS else "value")
+        if value is None or not k.is_reduced(value):
+            full |= params
+        if op in ATOMICS and value is not None:
+            reads |= params  # an atomic reads what it updates
+    return reads, writes, writes - full
 
 
 @rule(UNFUSED.code, SAME_INPUT.code, scope="module")
@@ -226,12 +240,18 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
             if shared and producer is not consumer:
                 edges.append((producer, consumer))
                 intermediates |= shared
-    if edges:
-        total = sum(len(launch.reads) + len(launch.writes) for launch in launches)
+    small = set().union(*(launch.small for launch in launches))
+    if edges and intermediates - small:
+
+        def size(tokens: set[str]) -> int:
+            # Tensors of equal size, except reduction results, which are negligible.
+            return len(tokens - small)
+
+        total = sum(size(launch.reads) + size(launch.writes) for launch in launches)
         produced = set().union(*(launch.writes for launch in launches))
         external = set().union(*(launch.reads for launch in launches)) - produced
         outputs = produced - intermediates
-        fused = max(1, len(external) + len(outputs))
+        fused = max(1, size(external) + size(outputs))
         bound = total / fused
         consumer_lines = sorted({c.line for _, c in edges})
         producer_lines = sorted({p.line for p, _ in edges} - set(consumer_lines))
@@ -240,7 +260,7 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
             UNFUSED.code,
             Severity.MEDIUM,
             {
-                "intermediates": len(intermediates),
+                "intermediates": len(intermediates - small),
                 "edges": ", ".join(f"{p.kernel} line {p.line} -> {c.kernel} line {c.line}" for p, c in edges),
                 "bound": round(bound, 1),
                 "launches": len(launches),

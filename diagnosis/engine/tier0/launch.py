@@ -314,6 +314,16 @@ def no_autotune(ctx: KernelContext) -> Iterator[Finding]:
         )
 
 
+def _second_stage(ctx: KernelContext, site: LaunchSite) -> bool:
+    """A small grid over buffers the wrapper allocated (the partials of a two-stage reduction)
+    reads what an earlier launch wrote, which is small by construction."""
+    loads = {
+        p for _, call, ptr in ctx.memory_ops() if ctx.tl_name(call) == "load" for p in ctx.deps(ptr).params
+    }
+    loaded = loads & ctx.pointer_params()
+    return bool(loaded) and all(site.local_buffer(p) for p in loaded)
+
+
 @rule(GRID_SMALL.code, GRID_LARGE.code)
 def grid_size(ctx: KernelContext) -> Iterator[Finding]:
     for site in ctx.launches:
@@ -347,7 +357,7 @@ def grid_size(ctx: KernelContext) -> Iterator[Finding]:
                 kernel=ctx.name,
             )
         elif programs < REFERENCE_SMS // 2:
-            if _tiny_problem(ctx):
+            if _tiny_problem(ctx) or _second_stage(ctx, site):
                 continue
             yield Finding(
                 GRID_SMALL.code,

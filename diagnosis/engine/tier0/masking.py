@@ -50,7 +50,7 @@ def _escapes(ctx: KernelContext, node: ast.AST, seen: set[str]) -> bool:
     if isinstance(node, ast.Call):
         name = ctx.tl_name(node)
         if name == "arange":
-            return True
+            return not _exact_extent(ctx, node)
         if name in _CLAMPS or name in ("load", "make_block_ptr", "advance"):
             return False
     if isinstance(node, ast.Name):
@@ -59,6 +59,15 @@ def _escapes(ctx: KernelContext, node: ast.AST, seen: set[str]) -> bool:
         seen.add(node.id)
         return any(_escapes(ctx, e, seen) for _, e in ctx.defs.get(node.id, ()))
     return any(_escapes(ctx, child, seen) for child in ast.iter_child_nodes(node))
+
+
+def _exact_extent(ctx: KernelContext, arange: ast.Call) -> bool:
+    """``tl.arange(0, B)`` where every launch passes B as a tensor size (``BLOCK_M=m``): the
+    block is exactly one dimension, so moving it by whole blocks stays in bounds."""
+    if len(arange.args) < 2 or not isinstance(arange.args[1], ast.Name):
+        return False
+    values = [v for v, _ in ctx.constexpr_values(arange.args[1].id)]
+    return bool(values) and all(v.kind == "shape" and not v.known for v in values)
 
 
 def _block_pointer(ctx: KernelContext, ptr: ast.expr) -> bool:

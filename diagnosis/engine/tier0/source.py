@@ -42,8 +42,10 @@ _DTYPES = {
     "float8_e4m3fn": "float8",
     "float8_e5m2": "float8",
 }
+_ALLOCATORS = frozenset(
+    {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"}
+)
 _DTYPE_METHODS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16", "double": "float64"}
-_ALIAS_METHODS = frozenset({"contiguous", "view", "reshape", "flatten", "view_as", "squeeze", "unsqueeze"})
 _TRANSPOSES = frozenset({"t", "T", "mT", "transpose", "permute", "swapaxes"})
 
 
@@ -397,6 +399,18 @@ class LaunchSite:
     def num_warps(self) -> Value | None:
         return self.options.get("num_warps")
 
+    def local_buffer(self, param: str) -> bool:
+        """Whether the argument for ``param`` is a tensor the launching function allocated
+        (``torch.empty(...)``, ``torch.zeros_like(...)``): an intermediate, not an input."""
+        arg = self.args.get(param)
+        if not isinstance(arg, ast.Name):
+            return False
+        found = self.resolver.lookup(arg.id, self.line)
+        if found is None or not isinstance(found[1], ast.Call):
+            return False
+        name = self.resolver.module.canonical(found[1].func) or ""
+        return name.startswith("torch.") and name.split(".")[-1] in _ALLOCATORS
+
 
 @dataclass(frozen=True)
 class InputTensor:
@@ -435,6 +449,14 @@ class KernelContext:
     parents: dict[ast.AST, ast.AST] = field(repr=False)
     _deps: dict[str, Deps] = field(default_factory=dict, repr=False)
     _busy: set[str] = field(default_factory=set, repr=False)
+    # Computed once: rules walk the same body many times.
+    _nodes: list[ast.AST] = field(default_factory=list, repr=False)
+    _calls: list[tuple[str, ast.Call]] = field(default_factory=list, repr=False)
+    _pointers: set[str] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._nodes = list(_walk_no_nested(self.node.body))
+        self._calls = [(name, n) for n in self._nodes if (name := self.tl_name(n)) is not None]
 
     @property
     def line(self) -> int:
@@ -449,7 +471,8 @@ class KernelContext:
         return [p for p in self.params if p not in self.constexprs]
 
     def walk(self) -> Iterator[ast.AST]:
-        return _walk_no_nested(self.node.body)
+        """Every node of the body in source order, without entering nested functions or lambdas."""
+        return iter(self._nodes)
 
     def tl_name(self, node: ast.AST) -> str | None:
         """'load' for ``tl.load(...)``; None when the call is not a triton.language call."""
@@ -461,14 +484,9 @@ class KernelContext:
         return None
 
     def tl_calls(self, *names: str) -> list[ast.Call]:
+        """triton.language calls in the body, restricted to ``names`` when given."""
         wanted = set(names)
-        return [
-            n
-            for n in self.walk()
-            if isinstance(n, ast.Call)
-            and (name := self.tl_name(n)) is not None
-            and (not wanted or name in wanted)
-        ]
+        return [n for name, n in self._calls if not wanted or name in wanted]
 
     def loops(self) -> list[ast.For | ast.While]:
         return [n for n in self.walk() if isinstance(n, ast.For | ast.While)]
@@ -558,6 +576,8 @@ class KernelContext:
         Strides are multiplied, sizes compared or divided, so neither survives; a name
         ending in ``ptr`` is taken at its word.
         """
+        if self._pointers is not None:
+            return self._pointers
         reached: set[str] = set()
         for _, _, ptr in self.memory_ops():
             reached |= self.deps(ptr).params
@@ -572,11 +592,64 @@ class KernelContext:
                 if self.module.canonical(node.func) in ("range", "tl.range", "tl.cdiv", "tl.static_range"):
                     operands = list(node.args)
             arithmetic |= {o.id for o in operands if isinstance(o, ast.Name)}
-        return {
+        self._pointers = {
             p
             for p in reached
             if p not in self.constexprs and (p.lower().endswith("ptr") or p not in arithmetic)
         }
+        return self._pointers
+
+    def multidim(self, node: ast.AST, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether a block value has two or more dimensions, as far as the source shows it.
+
+        2-D shows as an expansion (``x[:, None]``), a 2-tuple shape (``tl.zeros((M, N))``), a
+        ``tl.dot`` or a reshape; anything else is taken as 1-D (or scalar).
+        """
+        for sub in _walk_expr(node):
+            axes = subscript_axes(sub)
+            if axes is not None and len(axes) >= 2:
+                return True
+            if isinstance(sub, ast.Call):
+                name = self.tl_name(sub)
+                if name in ("dot", "trans", "expand_dims", "broadcast_to", "reshape", "view", "join"):
+                    return True
+                if name in ("zeros", "full", "empty") and sub.args:
+                    shape = sub.args[0]
+                    if isinstance(shape, ast.Tuple | ast.List) and len(shape.elts) >= 2:
+                        return True
+            if isinstance(sub, ast.Name) and sub.id not in seen and sub.id in self.defs:
+                if any(self.multidim(e, seen | {sub.id}) for _, e in self.defs[sub.id]):
+                    return True
+        return False
+
+    def is_reduced(self, node: ast.AST, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether a value is a reduction result (or scalar math on reduction results only).
+
+        ``tl.sum(x) / n`` is; ``x - tl.max(x)`` is not: it still has the block's shape.
+        """
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Call):
+            name = self.tl_name(node)
+            if name in REDUCTIONS:
+                return True
+            if name in ("sqrt", "rsqrt", "exp", "log", "abs", "maximum", "minimum", "where", "fma"):
+                return all(self.is_reduced(a, seen) for a in node.args)
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("to", *REDUCTIONS):
+                return node.func.attr in REDUCTIONS or self.is_reduced(node.func.value, seen)
+            return False
+        if isinstance(node, ast.BinOp):
+            return self.is_reduced(node.left, seen) and self.is_reduced(node.right, seen)
+        if isinstance(node, ast.UnaryOp):
+            return self.is_reduced(node.operand, seen)
+        if isinstance(node, ast.Name):
+            if node.id in seen:
+                return True
+            defs = self.defs.get(node.id, ())
+            if not defs:
+                return node.id in self.params  # a scalar argument
+            return all(self.is_reduced(e, seen | {node.id}) for _, e in defs)
+        return False
 
     def definition(self, name: str) -> ast.expr | None:
         """The single definition of a kernel local, or None when there is none or several."""
@@ -1065,8 +1138,8 @@ def _ctor_shape(ctx: ModuleContext, call: ast.Call, resolver: Resolver) -> tuple
         dims = list(args[0].elts)
     else:
         dims = args
-    line = call.lineno if hasattr(call, "lineno") else 0
-    return tuple(resolver.resolve(d, line + 1).as_int() for d in dims)
+    line = getattr(call, "lineno", None) or 10**9
+    return tuple(resolver.resolve(d, line).as_int() for d in dims)
 
 
 def _ctor_dtype(ctx: ModuleContext, call: ast.Call, parents: dict[ast.AST, ast.AST]) -> str:
