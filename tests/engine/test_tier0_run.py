@@ -264,6 +264,24 @@ def test_a_crashing_rule_is_recorded_not_raised_unless_strict(monkeypatch: pytes
         run_tier0(src(SOFTMAX), strict=True)
 
 
+def test_a_rule_emitting_an_undeclared_code_always_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    from diagnosis.engine.tier0 import registry
+    from diagnosis.engine.tier0.errors import UndeclaredCode
+
+    def liar(ctx: object) -> list[Finding]:
+        return [Finding("T0-MULTI-PASS", Severity.LOW)]
+
+    monkeypatch.setattr(registry, "_RULES", [*registry._RULES])
+    rule("T0-TINY-BLOCK")(liar)
+    with pytest.raises(UndeclaredCode):
+        run_tier0(src(SOFTMAX))
+
+
+def test_a_rule_must_declare_registered_codes() -> None:
+    with pytest.raises(ValueError, match="unregistered"):
+        rule("T0-NOT-A-CODE")
+
+
 def _f(
     code: str,
     severity: Severity,

@@ -22,6 +22,7 @@ from diagnosis.engine.escalation import (
     top_severity_families,
 )
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult, register_code
+from diagnosis.engine.tier0.errors import UndeclaredCode
 from diagnosis.engine.tier0.registry import Rule, rule, rule_codes, rules
 from diagnosis.engine.tier0.source import KernelContext, ModuleContext, parse_module
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KernelContext", "ModuleContext", "Rule", "assess", "rule", "rule_codes", "rules", "run_tier0"]
 
-_INFRASTRUCTURE = frozenset({"registry", "source"})
+_INFRASTRUCTURE = frozenset({"errors", "registry", "source"})
 
 SYNTAX_ERROR = register_code(
     "T0-SYNTAX-ERROR",
@@ -49,10 +50,6 @@ def _discover() -> None:
 
 
 _discover()
-
-
-class RuleEmittedUndeclaredCode(RuntimeError):
-    """A rule yielded a finding whose code it did not declare: a bug in that rule."""
 
 
 def run_tier0(source: str, *, patterns: Sequence[PatternSpec] = (), strict: bool = False) -> TierResult:
@@ -85,9 +82,9 @@ def run_tier0(source: str, *, patterns: Sequence[PatternSpec] = (), strict: bool
             try:
                 for finding in r.func(target):
                     if finding.code not in r.codes:
-                        raise RuleEmittedUndeclaredCode(f"{r.name} emitted undeclared code {finding.code}")
+                        raise UndeclaredCode(f"{r.name} emitted undeclared code {finding.code}")
                     findings.append(finding)
-            except RuleEmittedUndeclaredCode:
+            except UndeclaredCode:
                 raise
             except Exception as exc:
                 if strict:

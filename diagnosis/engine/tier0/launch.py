@@ -36,7 +36,7 @@ TINY_BLOCK = register_code(
     "T0-TINY-BLOCK",
     Tier.TRIAGE,
     Family.LAUNCH_CONFIG,
-    "{kernel} handles {block} elements per program ({name}={block}, {num_warps} warps): at most "
+    "{kernel} handles {block} elements per program ({name}={block}, num_warps={num_warps}): at most "
     "{resident} programs fit on an SM, about {in_flight_kib} KiB in flight per SM where ~16 KiB are "
     "needed to hide memory latency; blocks of 1024 or more should help (gain from bytes in flight, "
     "Little's law, halved)",
