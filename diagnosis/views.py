@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, OuterRef, Subquery
@@ -64,9 +65,26 @@ def kernel_list(request: HttpRequest) -> HttpResponse:
     return render(request, template, {"kernels": kernels, "teams": teams, "selected_team": selected})
 
 
+def _body_too_large(request: HttpRequest) -> HttpResponse | None:
+    """Refuse a request body far above the upload limit before Django parses (and spools) it."""
+    limit = settings.KERNELOPT_MAX_UPLOAD_BYTES
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if request.method != "POST" or length <= 2 * limit + 64 * 1024:
+        return None
+    messages.error(
+        request, f"whole file: the upload is too large: {length} bytes, the limit is {limit} bytes"
+    )
+    return redirect(request.path)
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def kernel_upload(request: HttpRequest) -> HttpResponse:
+    if refused := _body_too_large(request):
+        return refused
     form = UploadForm(request.user, request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         outcome = form.save()
@@ -80,6 +98,8 @@ def kernel_upload(request: HttpRequest) -> HttpResponse:
 @login_required
 def version_upload(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = access.get_kernel_for_user(request.user, pk)
+    if refused := _body_too_large(request):
+        return refused
     form = UploadForm(request.user, request.POST or None, request.FILES or None, kernel=kernel)
     if request.method == "POST" and form.is_valid():
         outcome = form.save()

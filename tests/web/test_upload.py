@@ -200,3 +200,15 @@ def test_the_upload_form_offers_the_configured_devices_and_default_target(client
         page = client.get(reverse("kernel-upload")).content.decode()
     assert 'value="cuda"' in page and 'value="npu"' in page and 'value="cpu"' not in page
     assert 'value="sm_80"' in page
+
+
+@override_settings(KERNELOPT_MAX_UPLOAD_BYTES=2048)
+def test_a_request_far_over_the_limit_is_refused_without_parsing_it(client, owner, team, enqueued):
+    client.force_login(owner)
+    response = _post_file(
+        client, reverse("kernel-upload"), b"#" * 20_000 + b"\n" * 60_000, name="huge", team=team.pk
+    )
+    assert response.status_code == 302 and response["Location"] == reverse("kernel-upload")
+    page = client.get(response["Location"]).content.decode()
+    assert "the upload is too large" in page and "the limit is 2048 bytes" in page
+    assert _counts() == (0, 0, 0)
