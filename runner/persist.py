@@ -145,6 +145,7 @@ def result_summary(result: LoopResult, *, best_proposal_id: int | None, attempt:
         "speedup_over_eager": _finite(result.speedup_over_eager),
         "pct_sol": _finite(result.pct_sol),
         "winning_tiers": [int(t) for t in result.winning_tiers],
+        "device_name": result.device_name,
         "baseline_wall_s": result.baseline_wall_s,
         "baseline_device_s": result.baseline_device_s,
         "error": result.error,

@@ -21,12 +21,10 @@ optimize command) passes them to `record_failure`, which retries within the atte
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -37,8 +35,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import F
 from django.utils import timezone
 
-from diagnosis.engine import loop as engine_loop
-from diagnosis.engine.loop import LoopConfig, LoopResult, StopReason
+from diagnosis.engine.loop import LoopConfig, LoopResult, StopReason, run_loop
 from diagnosis.models import DiagnosisRun, Round
 from runner import persist
 from runner.dispatch import enqueue_run, with_last_error
@@ -232,95 +229,6 @@ def _drive(claim: Claim, stop: StopCheck, *, executor: Any | None, proposer: Any
         run.version.source, executor=executor, config=config, observer=recorder, proposer=proposer
     )
     finish(claim, run, result, recorder, stop)
-
-
-def run_loop(source: str, *, executor: Any, config: LoopConfig, observer: Any, proposer: Any) -> LoopResult:
-    """The engine's round loop; until it lands, `baseline` (the upload measured, no rounds)."""
-    loop = getattr(engine_loop, "run_loop", None)
-    if loop is not None:
-        try:
-            return loop(source, executor=executor, config=config, observer=observer, proposer=proposer)
-        except NotImplementedError:
-            pass
-    return baseline(source, executor=executor, recorder=observer)
-
-
-def baseline(source: str, *, executor: Any, recorder: persist.RunRecorder) -> LoopResult:
-    """Validate, capture, verify and time the uploaded version; no rounds (interim driver)."""
-    from diagnosis.engine.loop import CaseTiming, VersionStats, sha256
-
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kernelopt-run-") as tmp:
-        path = os.path.join(tmp, recorder.run.version.filename or "kernel.py")
-        with open(path, "w") as fh:
-            fh.write(source)
-
-        def failed(what: str, outcome: Any) -> LoopResult:
-            err = outcome.error
-            where = f" (line {err.line})" if err is not None and err.line else ""
-            message = (
-                f"{what}: {err.kind}: {err.message}{where}"
-                if err
-                else f"{what}: {outcome.reason or 'failed'}"
-            )
-            recorder.run_artefact(
-                "log", what, message + ("\n\n" + err.traceback if err and err.traceback else "")
-            )
-            return LoopResult(
-                source,
-                source,
-                None,
-                None,
-                stop_reason=StopReason.INITIAL_FAILED,
-                error=message,
-                wall_s=time.monotonic() - started,
-                device_s=executor.device_seconds,
-            )
-
-        validated = executor.validate(path)
-        if not validated.ok:
-            return failed("validate", validated)
-        captured = executor.capture(path)
-        if captured.ok:
-            recorder.run_artefact(
-                "log", "launches.json", json.dumps(captured.launches, indent=1, default=str)
-            )
-        verified = executor.verify(path)
-        if not verified.passed:
-            return failed("verify", verified)
-        timing = verified.timing
-        cases = tuple(
-            CaseTiming(c.index, c.candidate_ms, c.reference_ms, c.sol_ms)
-            for c in (timing.cases if timing else ())
-        )
-        stats = VersionStats(sha256(source), cases)
-        note = timing.reason if timing is not None and not timing.timed else ""
-        recorder.run_artefact(
-            "profile",
-            "baseline",
-            json.dumps(
-                {
-                    "checked": verified.checked,
-                    "skipped": verified.skipped,
-                    "seeds": verified.seeds,
-                    "timing": note,
-                    "cases": [persist.case_json(c) for c in cases],
-                },
-                indent=1,
-            ),
-        )
-    return LoopResult(
-        initial_source=source,
-        best_source=source,
-        initial=stats,
-        best=stats,
-        stop_reason=StopReason.ROUND_BUDGET,
-        stop_detail="baseline only: the round loop is not available yet" + (f"; {note}" if note else ""),
-        wall_s=time.monotonic() - started,
-        device_s=executor.device_seconds,
-        baseline_wall_s=executor.wall_seconds,
-        baseline_device_s=executor.device_seconds,
-    )
 
 
 def make_executor(run: DiagnosisRun) -> Any:

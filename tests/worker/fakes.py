@@ -155,6 +155,7 @@ class ScriptedLoop:
             best=best,
             rounds=[record],
             stop_reason=StopReason.ROUND_BUDGET,
+            speedups_over_initial=(2.0,),
             wall_s=2.5,
             device_s=0.5,
             baseline_wall_s=1.0,
