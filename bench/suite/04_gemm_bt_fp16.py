@@ -1,0 +1,94 @@
+"""GEMM with a transposed operand in fp16: C = A @ B.T with A (M, K) and B (N, K).
+
+category: single
+First conversion: the tiled matmul reading B through its strides as a (K, N) view, fixed
+BLOCK_M = BLOCK_N = 64, BLOCK_K = 32, 2-D grid (cdiv(M, 64), cdiv(N, 64)) in row-major program
+order, tl.dot into an fp32 accumulator, default num_warps and num_stages.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return torch.matmul(a, b.t())
+
+
+@triton.jit
+def matmul_bt_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak,
+    stride_bn, stride_bk,
+    stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    # B is (N, K); read a (BLOCK_K, BLOCK_N) tile of B^T
+    b_ptrs = b_ptr + offs_n[None, :] * stride_bn + offs_k[:, None] * stride_bk
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_remaining = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_remaining), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_remaining) & (offs_n[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        M, K = a.shape
+        N = b.shape[0]
+        c = torch.empty((M, N), device=a.device, dtype=torch.float16)
+        grid = (triton.cdiv(M, 64), triton.cdiv(N, 64))
+        matmul_bt_kernel[grid](
+            a, b, c, M, N, K,
+            a.stride(0), a.stride(1),
+            b.stride(0), b.stride(1),
+            c.stride(0), c.stride(1),
+            BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
+        )
+        return c
+
+
+# (M, N, K)
+_CASES = [(4096, 4096, 4096), (8192, 4096, 4096), (2048, 8192, 2048), (1024, 1024, 8192), (3000, 2000, 5000)]
+
+
+def _make(M, N, K):
+    return [torch.randn(M, K, dtype=torch.float16), torch.randn(N, K, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+
+
+def get_inputs():
+    return _make(*_CASES[0])
+
+
+def get_input_cases():
+    return [_make(*shape) for shape in _CASES]
+
+
+def get_verify_inputs():
+    return [_make(37, 129, 77), _make(66, 31, 160), _make(3, 100, 40)]
