@@ -1,0 +1,216 @@
+"""The rules proposer: deterministic libcst source transforms keyed by rewrite family.
+
+Each transform lives in its own module of this package and registers itself with
+`@transform(Family.X)`; the modules are imported when the package is. A transform reads the
+whole module source and *proposes* a `Rewrite` (the whole new source, what changed and why it
+should help) or returns None when its preconditions do not hold. `RulesProposer` is the
+separate step that picks families from the findings, runs the transforms, checks that each
+result parses and differs, composes families that target the same kernel, and turns the
+results into `Candidate`s with a diff and a rationale that cites the findings.
+
+Transforms keep the module's semantics by construction; each module's docstring states the
+preconditions that make that true.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from diagnosis.engine.evidence import Family, Finding, Severity
+from diagnosis.engine.proposers.base import Candidate, ProposalContext, unified_diff
+
+
+@dataclass(frozen=True)
+class RuleInput:
+    """What a transform may read besides the source."""
+
+    findings: tuple[Finding, ...] = ()
+    context: ProposalContext = field(default_factory=ProposalContext)
+    kernels: frozenset[str] = frozenset()  # kernels the findings name; empty: every kernel
+
+    def wants(self, kernel: str) -> bool:
+        return not self.kernels or kernel in self.kernels
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A transform's proposal: the whole new module and what it did."""
+
+    source: str
+    family: Family
+    kernels: tuple[str, ...]  # the kernels it changed
+    mechanism: str  # what changed, in a sentence or two
+    effect: str  # what should get faster and why, honest about the expected size
+
+
+Transform = Callable[[str, RuleInput], Rewrite | None]
+
+_REGISTRY: dict[Family, list[Transform]] = {}
+
+
+def transform(family: Family) -> Callable[[Transform], Transform]:
+    """Register a transform for a family (several per family are tried in registration order)."""
+
+    def register(fn: Transform) -> Transform:
+        _REGISTRY.setdefault(family, []).append(fn)
+        return fn
+
+    return register
+
+
+def transforms_for(family: Family) -> list[Transform]:
+    return list(_REGISTRY.get(family, []))
+
+
+def registered_families() -> list[Family]:
+    return list(_REGISTRY)
+
+
+def apply_family(family: Family, source: str, inp: RuleInput) -> Rewrite | None:
+    """The first transform of `family` that applies to `source` and yields a valid module."""
+    for fn in transforms_for(family):
+        rw = fn(source, inp)
+        if rw is not None and rw.source != source and _parses(rw.source):
+            return rw
+    return None
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
+# Families that compose: (first, second) is applied in that order to the same kernel.
+COMPOSITIONS: tuple[tuple[Family, Family], ...] = (
+    (Family.SWIZZLE, Family.LAUNCH_CONFIG),
+    (Family.SINGLE_PASS, Family.LAUNCH_CONFIG),
+    (Family.PIPELINING, Family.SWIZZLE),
+)
+
+_SEVERITY_RANK = {Severity.HIGH: 3, Severity.MEDIUM: 2, Severity.LOW: 1, Severity.INFO: 0}
+
+
+def _rank(findings: Sequence[Finding]) -> tuple[int, float]:
+    return (
+        max(_SEVERITY_RANK.get(f.severity, 0) for f in findings),
+        max((f.gain or 1.0) for f in findings),
+    )
+
+
+class RulesProposer:
+    """Deterministic proposer: no LLM, no device; `propose` is a pure function of its inputs."""
+
+    name = "rules"
+
+    def __init__(self, max_candidates: int | None = 2) -> None:
+        # None: take the limit from ProposalContext.max_candidates
+        self.max_candidates = max_candidates
+
+    def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:
+        limit = self.max_candidates if self.max_candidates is not None else context.max_candidates
+        by_family: dict[Family, list[Finding]] = {}
+        for f in findings:
+            if f.family in _REGISTRY:
+                by_family.setdefault(f.family, []).append(f)
+        skip = context.failed_families()
+        families = sorted(
+            (fam for fam in by_family if fam not in skip),
+            key=lambda fam: _rank(by_family[fam]),
+            reverse=True,
+        )
+        rewrites: list[tuple[list[Family], Rewrite, list[Finding]]] = []
+        for first, second in COMPOSITIONS:
+            if first in families and second in families:
+                fs = by_family[first] + by_family[second]
+                composed = self._compose(source, first, second, fs, context)
+                if composed is not None:
+                    rewrites.append(([first, second], composed, fs))
+        for fam in families:
+            fs = by_family[fam]
+            rw = apply_family(fam, source, RuleInput(tuple(fs), context, _kernels(fs)))
+            if rw is not None:
+                rewrites.append(([fam], rw, fs))
+
+        out: list[Candidate] = []
+        seen: set[str] = {source}
+        for fams, rw, fs in rewrites:
+            if len(out) >= limit:
+                break
+            if rw.source in seen:
+                continue
+            seen.add(rw.source)
+            out.append(
+                Candidate(
+                    source=rw.source,
+                    diff=unified_diff(source, rw.source),
+                    family=min(fams, key=families.index),  # the family the findings rank highest
+                    rationale=_rationale(fams, rw, fs),
+                    findings_addressed=tuple(dict.fromkeys(f.code for f in fs)),
+                    proposer=self.name,
+                )
+            )
+        return out
+
+    def _compose(
+        self, source: str, first: Family, second: Family, findings: list[Finding], context: ProposalContext
+    ) -> Rewrite | None:
+        kernels = _kernels(findings)
+        a = apply_family(first, source, RuleInput(tuple(findings), context, kernels))
+        if a is None:
+            return None
+        b = apply_family(second, a.source, RuleInput(tuple(findings), context, kernels))
+        if b is None or not set(a.kernels) & set(b.kernels):
+            return None
+        return Rewrite(
+            source=b.source,
+            family=first,
+            kernels=tuple(dict.fromkeys(a.kernels + b.kernels)),
+            mechanism=f"{a.mechanism} Then: {b.mechanism}",
+            effect=f"{a.effect} {b.effect}",
+        )
+
+
+def _kernels(findings: Sequence[Finding]) -> frozenset[str]:
+    names = {f.kernel for f in findings}
+    if "" in names:  # a finding about the whole module: any kernel
+        return frozenset()
+    return frozenset(names)
+
+
+def _rationale(families: list[Family], rw: Rewrite, findings: Sequence[Finding]) -> str:
+    cited = []
+    for f in findings[:6]:
+        where = f" (line {', '.join(map(str, f.lines))})" if f.lines else ""
+        cited.append(f"{f.code}{where}: {f.message}")
+    head = " + ".join(str(f) for f in families)
+    return (
+        f"[{head}] Findings: " + "; ".join(cited) + f". Change: {rw.mechanism} Expected effect: {rw.effect}"
+    )
+
+
+def _discover() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != "cst_util":
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_discover()
+
+__all__ = [
+    "COMPOSITIONS",
+    "RuleInput",
+    "Rewrite",
+    "RulesProposer",
+    "Transform",
+    "apply_family",
+    "registered_families",
+    "transform",
+    "transforms_for",
+]

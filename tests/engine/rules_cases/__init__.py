@@ -1,0 +1,1 @@
+"""Before/after kernel modules and helpers for the rules-proposer tests."""
