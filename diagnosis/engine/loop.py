@@ -361,7 +361,16 @@ def run_loop(
     if proposer is None:
         proposer = default_proposer(config.proposer)
     with tempfile.TemporaryDirectory(prefix="kernelopt-loop-") as tmp:
-        return _Loop(source, executor, config, observer or NullObserver(), proposer, Path(tmp)).run()
+        # One Triton cache for all of the run's jobs: a kernel compiled by the baseline is not
+        # compiled again by every verification of its children (an executor's own cache wins).
+        shared_cache = getattr(executor, "cache_dir", "") is None
+        if shared_cache:
+            executor.cache_dir = str(Path(tmp) / "triton-cache")
+        try:
+            return _Loop(source, executor, config, observer or NullObserver(), proposer, Path(tmp)).run()
+        finally:
+            if shared_cache:
+                executor.cache_dir = None
 
 
 def default_proposer(name: str) -> Any:

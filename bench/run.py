@@ -1,0 +1,527 @@
+"""Run the optimization loop over a directory of kernel modules and record what it achieved.
+
+Usage:
+  python bench/run.py [DIR_OR_FILES...] --device cuda --rounds 15 --out bench/results
+                      [--jobs N] [--only PATTERN] [--time-budget SECONDS]
+  python bench/run.py --merge PART.json [PART.json ...] --out bench/results
+
+Each module goes through `diagnosis.engine.loop.run_loop` with the rules proposer and the
+sandboxed executor, then (when the loop changed it) one final verification of the best
+version on fresh seeds. The result is `<out>/<date>-<device>.json` (per operator: speedup over
+the initial kernel and over PyTorch eager, geomean over its cases; final %SOL; rounds; tier
+of the winning rounds; device seconds) and a table in RESULTS.md.
+
+`--jobs N` runs N operators at once, each in its own process pinned to one GPU with
+CUDA_VISIBLE_DEVICES=i (machines with several GPUs; on one GPU keep 1, or the operators'
+timings disturb each other). `--time-budget` stops starting operators once that many seconds
+have passed and lists the ones not run. `--merge` combines partial results (from split device
+calls) into one result and table.
+
+Needs only the engine and the sandbox child: no Django, no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime as dt
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from diagnosis.engine import report  # noqa: E402
+from diagnosis.engine.evidence import Tier  # noqa: E402
+from diagnosis.engine.loop import LoopConfig, LoopResult, NullObserver, RoundRecord, run_loop  # noqa: E402
+
+SUITE = ROOT / "bench" / "suite"
+DEFAULT_OUT = ROOT / "bench" / "results"
+RESULTS_MD = ROOT / "bench" / "RESULTS.md"
+FINAL_CHECK_SEEDS = (1001, 1002)
+SCHEMA = 1
+
+
+# --- discovering modules --------------------------------------------------------------------
+
+
+def discover(paths: list[str], only: str | None = None) -> list[Path]:
+    """Module files from directories (every *.py but __init__ and _private) and plain files."""
+    files: list[Path] = []
+    for raw in paths or [str(SUITE)]:
+        p = Path(raw)
+        if p.is_dir():
+            files += sorted(f for f in p.glob("*.py") if not f.name.startswith("_"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SystemExit(f"no such file or directory: {raw}")
+    if only:
+        pattern = re.compile(only)
+        files = [f for f in files if pattern.search(f.name)]
+    seen: set[Path] = set()
+    out = []
+    for f in files:
+        r = f.resolve()
+        if r not in seen:
+            seen.add(r)
+            out.append(r)
+    return out
+
+
+def op_name(path: Path) -> str:
+    return path.stem
+
+
+# --- one operator -----------------------------------------------------------------------------
+
+
+class BenchObserver(NullObserver):
+    """Prints one line per round and stops the loop at the operator's deadline."""
+
+    def __init__(self, name: str, deadline: float | None, quiet: bool = False) -> None:
+        self.name = name
+        self.deadline = deadline
+        self.quiet = quiet
+        self.stopped_by_deadline = False
+
+    def round_finished(self, index: int, record: RoundRecord) -> None:
+        if self.quiet:
+            return
+        family = (
+            record.proposal.family
+            if record.proposal
+            else (record.hypothesis.family if record.hypothesis else "-")
+        )
+        speed = f"{record.speedup:.3f}x" if record.speedup else "-"
+        print(
+            f"  [{self.name}] round {index}: tier {int(record.tier_reached)} {family} -> {record.verdict} {speed} "
+            f"({record.cost.wall_s:.1f} s, device {record.cost.device_s:.1f} s) {record.reason[:100]}",
+            flush=True,
+        )
+
+    def should_stop(self) -> bool:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.stopped_by_deadline = True
+            return True
+        return False
+
+
+def make_executor(device: str, target: str | None, job_timeout: float | None) -> Any:
+    from runner.execute import Executor
+
+    limits = None
+    if job_timeout:
+        from runner.sandbox import Limits
+
+        limits = Limits(wall_s=job_timeout)
+    return Executor(device, target, python=sys.executable, limits=limits)
+
+
+def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = None) -> dict[str, Any]:
+    """Run the loop on one module and return its operator record (never raises)."""
+    name = op_name(path)
+    t0 = time.monotonic()
+    record: dict[str, Any] = {"name": name, "file": str(path), "status": "error"}
+    try:
+        source = path.read_text()
+        executor = make_executor(args.device, args.target, args.job_timeout)
+        config = LoopConfig(
+            round_budget=args.rounds,
+            sol_stop_fraction=args.sol_stop,
+            max_tier=Tier(args.max_tier),
+            device=args.device,
+            target=args.target,
+            proposer="rules",
+            patience=args.patience,
+        )
+        op_deadline = t0 + args.op_budget if args.op_budget else None
+        if deadline is not None:
+            op_deadline = deadline if op_deadline is None else min(op_deadline, deadline)
+        observer = BenchObserver(name, op_deadline, quiet=args.quiet)
+        result = run_loop(source, executor=executor, config=config, observer=observer)
+        record.update(report.loop_result_json(result, sources=False, rounds=True))
+        record["best_source"] = result.best_source if result.improved else None
+        record["device_name"] = result.device_name
+        if result.initial is None:
+            record["status"] = "initial_failed"
+            record["final_check"] = "skipped"
+        else:
+            record["status"] = "ok"
+            record["final_check"], extra_s = final_check(executor, result, args)
+            record["device_s"] = round((record.get("device_s") or 0.0) + extra_s, 3)
+        if observer.stopped_by_deadline:
+            record["stop_detail"] = (record.get("stop_detail") or "") + " (operator time budget)"
+    except Exception as exc:  # an operator that breaks the harness must not stop the suite
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        record["traceback"] = traceback.format_exc()[-4000:]
+    record["wall_s"] = round(time.monotonic() - t0, 3)
+    return record
+
+
+def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
+    """Verify the best version once more on seeds the loop never used: 'ok' or 'incorrect'.
+
+    The loop verified every accepted proposal already; this guards the reported figures
+    against a candidate that passed by luck of the seeds. The initial version is not checked
+    again (the loop's baseline verified it).
+    """
+    if not result.improved or args.no_final_check:
+        return "skipped", 0.0
+    with tempfile.TemporaryDirectory(prefix="kernelopt-final-") as tmp:
+        path = Path(tmp) / "best.py"
+        path.write_text(result.best_source)
+        outcome = executor.verify(str(path), seeds=list(FINAL_CHECK_SEEDS), time=False)
+    device_s = float(getattr(outcome, "device_s", 0.0) or 0.0)
+    return ("ok" if outcome.ok else "incorrect"), device_s
+
+
+# --- many operators ---------------------------------------------------------------------------
+
+
+def child_argv(path: Path, args: argparse.Namespace, out_json: Path, remaining: float | None) -> list[str]:
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        str(path),
+        "--device", args.device,
+        "--rounds", str(args.rounds),
+        "--sol-stop", str(args.sol_stop),
+        "--max-tier", str(args.max_tier),
+        "--patience", str(args.patience),
+        "--one-json", str(out_json),
+    ]  # fmt: skip
+    if args.target:
+        argv += ["--target", args.target]
+    if args.job_timeout:
+        argv += ["--job-timeout", str(args.job_timeout)]
+    op_budget = args.op_budget
+    if remaining is not None:
+        op_budget = min(op_budget, remaining) if op_budget else remaining
+    if op_budget:
+        argv += ["--op-budget", str(max(1.0, op_budget))]
+    if args.no_final_check:
+        argv.append("--no-final-check")
+    if args.quiet:
+        argv.append("--quiet")
+    return argv
+
+
+def run_in_subprocess(path: Path, args: argparse.Namespace, gpu: int | None, remaining: float | None) -> dict:
+    """One operator in its own process, pinned to one GPU; its record comes back as JSON."""
+    with tempfile.TemporaryDirectory(prefix="kernelopt-bench-") as tmp:
+        out_json = Path(tmp) / "op.json"
+        env = dict(os.environ)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        proc = subprocess.run(child_argv(path, args, out_json, remaining), env=env, check=False)
+        if out_json.exists():
+            return json.loads(out_json.read_text())
+        return {"name": op_name(path), "file": str(path), "status": "error",
+                "error": f"the operator's process exited with {proc.returncode} and wrote no result"}  # fmt: skip
+
+
+def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], list[str]]:
+    """Run every module (N at a time with --jobs N); returns records and the names not run."""
+    start = time.monotonic()
+    budget_end = start + args.time_budget if args.time_budget is not None else None
+    records: dict[str, dict] = {}
+    not_run: list[str] = []
+    lock = threading.Lock()
+
+    def over_budget() -> bool:
+        return budget_end is not None and time.monotonic() > budget_end
+
+    if args.jobs <= 1:
+        for path in files:
+            if over_budget():
+                not_run.append(op_name(path))
+                continue
+            print(f"[{op_name(path)}] start ({time.monotonic() - start:.0f} s elapsed)", flush=True)
+            rec = run_operator(path, args)
+            records[rec["name"]] = rec
+            print(_one_line(rec), flush=True)
+        return [records[op_name(p)] for p in files if op_name(p) in records], not_run
+
+    gpus: queue.Queue[int | None] = queue.Queue()
+    for i in range(args.jobs):
+        gpus.put(i if args.device == "cuda" else None)
+
+    def work(path: Path) -> None:
+        gpu = gpus.get()
+        try:
+            with lock:
+                if over_budget():
+                    not_run.append(op_name(path))
+                    return
+                print(
+                    f"[{op_name(path)}] start on gpu {gpu} ({time.monotonic() - start:.0f} s elapsed)",
+                    flush=True,
+                )
+            rec = run_in_subprocess(path, args, gpu, None)
+            with lock:
+                records[rec["name"]] = rec
+                print(_one_line(rec), flush=True)
+        finally:
+            gpus.put(gpu)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(work, files))
+    order = [op_name(p) for p in files]
+    return [records[n] for n in order if n in records], [n for n in order if n in not_run]
+
+
+def _one_line(rec: dict) -> str:
+    if rec.get("status") != "ok":
+        return f"[{rec['name']}] {rec.get('status')}: {(rec.get('error') or '')[:200]}"
+    up = rec.get("speedup_over_initial")
+    eager = rec.get("speedup_over_eager")
+    sol = rec.get("pct_sol")
+    return (
+        f"[{rec['name']}] {up or 0:.2f}x over initial, {eager or 0:.2f}x over eager, "
+        f"{sol if sol is not None else float('nan'):.1f} %SOL, {rec.get('rounds_used')} rounds, "
+        f"winning tiers {rec.get('winning_tiers')}, device {rec.get('device_s') or 0:.1f} s, "
+        f"wall {rec.get('wall_s') or 0:.1f} s, stop {rec.get('stop_reason')}, final check {rec.get('final_check')}"
+    )
+
+
+# --- results files ----------------------------------------------------------------------------
+
+
+def device_label(device: str, records: list[dict]) -> str:
+    names = [r.get("device_name") for r in records if r.get("device_name")]
+    if device != "cpu" and names:
+        return re.sub(r"[^a-z0-9]+", "-", names[0].lower()).strip("-")
+    return device
+
+
+def build_result(records: list[dict], not_run: list[str], meta: dict[str, Any]) -> dict[str, Any]:
+    operators = list(records) + [{"name": n, "status": "not_run"} for n in not_run]
+    return {"schema": SCHEMA, "meta": meta, "operators": operators, "summary": report.summarize(operators)}
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine partial results: an operator that ran in any part replaces one not run elsewhere;
+    between two runs of one operator the later part wins."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    by_name: dict[str, dict] = {}
+    order: list[str] = []
+    for part in parts:
+        for op in part.get("operators", []):
+            name = op["name"]
+            if name not in by_name:
+                order.append(name)
+                by_name[name] = op
+            elif op.get("status") != "not_run" or by_name[name].get("status") == "not_run":
+                by_name[name] = op
+    metas = [p.get("meta", {}) for p in parts]
+    meta = dict(metas[0])
+    meta["merged_from"] = [m.get("file", "") for m in metas]
+    meta["wall_s"] = round(sum(m.get("wall_s") or 0.0 for m in metas), 1)
+    meta["date"] = max(m.get("date", "") for m in metas)
+    operators = [by_name[n] for n in sorted(order)]
+    return {"schema": SCHEMA, "meta": meta, "operators": operators, "summary": report.summarize(operators)}
+
+
+def result_path(out_dir: Path, date: str, label: str) -> Path:
+    path = out_dir / f"{date}-{label}.json"
+    n = 2
+    while path.exists():
+        path = out_dir / f"{date}-{label}-{n}.json"
+        n += 1
+    return path
+
+
+METHOD = """\
+## Method
+
+- **Loop.** Each module runs through `diagnosis.engine.loop.run_loop` with the rules proposer
+  (deterministic libcst transforms, no LLM) for at most the stated number of rounds. A round
+  diagnoses the current best verified version (tier 0 source patterns, then tier 1 profile,
+  tier 2 per-line IR, tier 3 pass dumps and counterfactual recompiles, climbing only while the
+  evidence fails to localize, narrow to one family or explain), proposes one rewrite and
+  verifies it. The loop stops at the round budget, at 85 % of speed-of-light (geomean of the
+  cases), or when consecutive rounds find nothing left to try.
+- **Correctness.** A candidate must match `Model` on every timed case and every
+  `get_verify_inputs` case, NaN/Inf in the same places, dtype-aware tolerances; it must launch
+  Triton kernels and its output must change with its input. Several seeds on the verify inputs
+  and the main case; one seed on the other (large) timed cases. After the loop, the best
+  version is verified once more on two fresh seeds ("final check").
+- **Timing.** `triton.testing.do_bench`-style: warm-up first, L2 flushed between repetitions,
+  the median of the repetitions. A candidate is timed against its parent *in the same
+  process*, interleaved, so the two see the same clocks and the same GPU state.
+- **Noise floor.** The parent's repeated medians in that process give the relative spread
+  (max - min) / min, at least 1 %; a candidate counts as faster only when the geomean speedup
+  over the cases exceeds 1 + floor and no case is slower by more than the floor. A time below
+  the datasheet speed-of-light bound is flagged suspect and never counted as a win.
+- **Speedups.** Per operator, the geomean over its 5 shape cases. "vs initial" multiplies the
+  same-process speedups of the accepted rounds (each measured against its own parent), so
+  an operator the loop did not change is exactly 1.00x. "vs eager" is PyTorch eager's time
+  (the `Model`) over the best version's time, measured in the same child as that version.
+  %SOL is 100 x speed-of-light time / measured time, geomean over the cases, with
+  datasheet peaks (a memory-bound kernel at the H200's measured copy bandwidth shows about
+  90 %SOL).
+- **Cost.** Device seconds are the sandbox child's wall time for every job run on the GPU
+  device (validate, verify, time, profile, compile: on the device machine all of them occupy
+  it); wall seconds include the parent's analysis.
+"""
+
+
+def render_results_md(result: dict[str, Any], json_name: str) -> str:
+    meta = result.get("meta", {})
+    ops = result.get("operators", [])
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `bench/run.py` (edit the method text there, not here).",
+        "",
+        f"Latest: `bench/results/{json_name}`, {meta.get('date', '?')}, device {meta.get('device_name') or '?'} "
+        f"({meta.get('device', '?')}), {meta.get('rounds', '?')} rounds per operator, "
+        f"{len(ops)} operators from `{meta.get('source', '?')}`.",
+        "",
+        "## Summary",
+        "",
+        report.summary_table(result["summary"]),
+        "",
+        "## Per operator",
+        "",
+        "Speedups are the geomean over the operator's cases; `winning tiers` lists the tier each",
+        "accepted round reached; `-` means no round won.",
+        "",
+        report.operators_table(ops),
+        "",
+    ]
+    not_run = [o["name"] for o in ops if o.get("status") == "not_run"]
+    if not_run:
+        lines += ["Not run (time budget): " + ", ".join(not_run), ""]
+    return "\n".join(lines) + "\n" + METHOD
+
+
+def write_outputs(result: dict[str, Any], out_dir: Path, results_md: Path | None) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = result["meta"]
+    path = result_path(out_dir, meta["date"], meta["label"])
+    meta["file"] = path.name
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    md_path = results_md or (out_dir / "RESULTS.md")
+    md_path.write_text(render_results_md(result, path.name))
+    return path, md_path
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="*", help="directories of modules, or module files (default: bench/suite)")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu", "npu"))
+    p.add_argument("--target", default=None, help="compile target for tiers 2/3 (default: the device's)")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--results-md", default=None,
+                   help="where the table goes (default: bench/RESULTS.md when --out is bench/results, "
+                        "else OUT/RESULTS.md)")  # fmt: skip
+    p.add_argument("--jobs", type=int, default=1, help="operators at once, one GPU each")
+    p.add_argument("--only", default=None, help="regex over module file names")
+    p.add_argument("--time-budget", type=float, default=None, help="seconds; start no operator after that")
+    p.add_argument(
+        "--op-budget", type=float, default=None, help="seconds per operator; no new round after that"
+    )
+    p.add_argument("--job-timeout", type=float, default=None, help="wall seconds per child job")
+    p.add_argument("--sol-stop", type=float, default=0.85)
+    p.add_argument("--max-tier", type=int, default=int(Tier.COMPILER), choices=[int(t) for t in Tier])
+    p.add_argument("--patience", type=int, default=2)
+    p.add_argument("--no-final-check", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no per-round lines")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="combine partial result files")
+    p.add_argument("--one-json", default=None, help=argparse.SUPPRESS)  # internal: --jobs worker
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out_dir = Path(args.out)
+    if args.results_md:
+        results_md: Path | None = Path(args.results_md)
+    elif out_dir.resolve() == DEFAULT_OUT.resolve():
+        results_md = RESULTS_MD
+    else:
+        results_md = None
+
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        for part, f in zip(parts, args.merge, strict=True):
+            part.setdefault("meta", {}).setdefault("file", Path(f).name)
+        result = merge(parts)
+        result["meta"]["label"] = result["meta"].get("label") or "merged"
+        path, md = write_outputs(result, out_dir, results_md)
+        print(report.summary_table(result["summary"]))
+        print(f"wrote {path} and {md}")
+        return 0
+
+    files = discover(args.paths, args.only)
+    if args.one_json:  # worker of --jobs: one operator, record to a file
+        deadline = time.monotonic() + args.op_budget if args.op_budget else None
+        rec = run_operator(files[0], args, deadline)
+        Path(args.one_json).write_text(json.dumps(rec, default=str))
+        return 0
+    if not files:
+        print("no modules to run", file=sys.stderr)
+        return 2
+
+    t0 = time.monotonic()
+    records, not_run = run_all(files, args)
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "device": args.device,
+        "device_name": next((r.get("device_name") for r in records if r.get("device_name")), None),
+        "target": args.target,
+        "rounds": args.rounds,
+        "sol_stop": args.sol_stop,
+        "max_tier": args.max_tier,
+        "jobs": args.jobs,
+        "time_budget": args.time_budget,
+        "source": ", ".join(sorted({str(Path(p)) for p in (args.paths or ["bench/suite"])})),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "python": sys.version.split()[0],
+        "versions": _versions(),
+    }
+    meta["label"] = device_label(args.device, records)
+    result = build_result(records, not_run, meta)
+    path, md = write_outputs(result, out_dir, results_md)
+    print()
+    print(report.operators_table(result["operators"]))
+    print()
+    print(report.summary_table(result["summary"]))
+    if not_run:
+        print(f"not run (time budget): {', '.join(not_run)}")
+    print(f"wrote {path} and {md}")
+    return 0
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in ("torch", "triton", "numpy", "libcst"):
+        try:
+            mod = __import__(name)
+            out[name] = str(getattr(mod, "__version__", "?"))
+        except ImportError:
+            out[name] = "missing"
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

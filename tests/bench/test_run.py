@@ -1,0 +1,136 @@
+"""bench/run.py: the benchmark driver, on cpu with the real sandboxed executor.
+
+On cpu nothing is timed, so every speedup is 1.0 or absent; what is checked is that a
+directory of modules runs end to end, that the JSON and the table come out, that `--jobs`
+and `--time-budget` behave, and that `--merge` combines partial results.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = ROOT / "tests" / "kernels"
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
+
+
+@pytest.fixture
+def two_modules(tmp_path: Path) -> Path:
+    d = tmp_path / "ops"
+    d.mkdir()
+    shutil.copy(ROOT / "tests" / "modules" / "correct_softmax.py", d / "01_softmax.py")
+    shutil.copy(KERNELS / "vadd_unaligned.py", d / "02_vadd_unaligned.py")
+    (d / "_helper.py").write_text("# not a module of the benchmark\n")
+    return d
+
+
+def _result(out: Path) -> dict:
+    files = sorted(out.glob("*.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+def test_discover_takes_directories_and_files_and_filters(two_modules: Path) -> None:
+    files = bench.discover([str(two_modules)])
+    assert [f.name for f in files] == ["01_softmax.py", "02_vadd_unaligned.py"]
+    assert [f.name for f in bench.discover([str(two_modules)], only="02_")] == ["02_vadd_unaligned.py"]
+    one = str(two_modules / "01_softmax.py")
+    assert len(bench.discover([one, str(two_modules)])) == 2  # no duplicates
+
+
+@pytest.mark.slow
+def test_it_runs_a_directory_on_cpu_and_writes_the_json_and_the_table(
+    two_modules: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "results"
+    md = tmp_path / "RESULTS.md"
+    rc = bench.main([str(two_modules), "--device", "cpu", "--rounds", "2", "--max-tier", "0",
+                     "--jobs", "2", "--out", str(out), "--results-md", str(md), "--quiet"])  # fmt: skip
+    assert rc == 0
+    result = _result(out)
+    ops = {o["name"]: o for o in result["operators"]}
+    assert set(ops) == {"01_softmax", "02_vadd_unaligned"}
+    for op in ops.values():
+        assert op["status"] == "ok", op.get("error")
+        assert op["improved"] is False and op["speedup_over_initial"] is None  # cpu: nothing timed
+        assert op["stop_reason"] in ("round_budget", "nothing_left")
+        assert op["device_s"] == 0.0 and op["wall_s"] > 0
+        assert isinstance(op["rounds"], list)
+    summary = result["summary"]
+    assert summary["operators"] == 2 and summary["ran"] == 2 and summary["errors"] == 0
+    assert summary["slower_than_initial"] == 0 and summary["incorrect"] == 0
+    assert result["meta"]["device"] == "cpu" and result["meta"]["file"].endswith("-cpu.json")
+    text = md.read_text()
+    assert "| 01_softmax | ok |" in text and "## Method" in text and "noise floor" in text.lower()
+
+
+@pytest.mark.slow
+def test_one_operator_in_process(two_modules: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    rc = bench.main([str(two_modules / "01_softmax.py"), "--device", "cpu", "--rounds", "0",
+                     "--out", str(out), "--quiet"])  # fmt: skip
+    assert rc == 0
+    op = _result(out)["operators"][0]
+    assert op["status"] == "ok" and op["rounds_used"] == 0
+    assert (out / "RESULTS.md").exists()  # --out elsewhere: the table goes next to the JSON
+
+
+def test_the_time_budget_stops_starting_operators(two_modules: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    rc = bench.main([str(two_modules), "--device", "cpu", "--time-budget", "0", "--out", str(out), "--quiet"])
+    assert rc == 0
+    result = _result(out)
+    assert [o["status"] for o in result["operators"]] == ["not_run", "not_run"]
+    assert result["summary"]["not_run"] == 2
+    assert "Not run (time budget): 01_softmax, 02_vadd_unaligned" in (out / "RESULTS.md").read_text()
+
+
+def _op(name: str, up: float | None, status: str = "ok", device_s: float = 10.0) -> dict:
+    if status != "ok":
+        return {"name": name, "status": status}
+    return {"name": name, "status": "ok", "speedup_over_initial": up, "speedup_over_eager": up,
+            "pct_sol": 40.0, "initial_pct_sol": 20.0, "improved": up > 1.0, "rounds_used": 3,
+            "winning_tiers": [1] if up > 1.0 else [], "device_s": device_s, "wall_s": device_s,
+            "stop_reason": "nothing_left", "final_check": "ok" if up > 1.0 else "skipped"}  # fmt: skip
+
+
+def test_merge_combines_partial_results(tmp_path: Path) -> None:
+    meta = {"date": "2026-11-30", "device": "cuda", "device_name": "NVIDIA H200", "label": "nvidia-h200",
+            "rounds": 15, "wall_s": 100.0}  # fmt: skip
+    part_a = bench.build_result([_op("01_a", 2.0), _op("02_b", 1.0)], ["03_c", "04_d"], dict(meta))
+    part_b = bench.build_result([_op("03_c", 8.0), _op("04_d", 3.0)], ["01_a"], dict(meta))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(part_a))
+    b.write_text(json.dumps(part_b))
+    out = tmp_path / "merged"
+    md = tmp_path / "RESULTS.md"
+    assert bench.main(["--merge", str(a), str(b), "--out", str(out), "--results-md", str(md)]) == 0
+
+    merged = _result(out)
+    ops = {o["name"]: o for o in merged["operators"]}
+    assert [o["name"] for o in merged["operators"]] == ["01_a", "02_b", "03_c", "04_d"]
+    assert ops["01_a"]["status"] == "ok"  # a run beats "not run" whichever part comes later
+    s = merged["summary"]
+    assert s["ran"] == 4 and s["not_run"] == 0
+    assert s["geomean_speedup_over_initial"] == pytest.approx((2.0 * 1.0 * 8.0 * 3.0) ** 0.25, rel=1e-3)
+    assert s["median_speedup_over_initial"] == pytest.approx(2.5)
+    assert (s["above_2x"], s["above_5x"], s["slower_than_initial"]) == (3, 1, 0)
+    assert s["device_s"] == pytest.approx(40.0)
+    assert merged["meta"]["merged_from"] == ["a.json", "b.json"] and merged["meta"]["wall_s"] == 200.0
+    assert "| 03_c | ok | 8.00x |" in md.read_text()
