@@ -1,0 +1,119 @@
+"""Turn raw timings into decisions: noise floor, speedup, faster / slower, suspect, verdict.
+
+Pure standard library. The sandbox child only measures (it may not import `diagnosis`);
+`runner.execute` applies these rules to the child's numbers, so the policy lives in one place
+and is tested with plain tables (tests/engine/test_verdict.py).
+
+Rules (DESIGN.md, "Verification gate"):
+
+* The **noise floor** of a case is the relative spread of the parent's repeated timings taken
+  in the same process, interleaved with the candidate's: (max - min) / min, never below 1 %.
+  A median from `do_bench` on a busy or throttled GPU moves by a few percent between runs;
+  a "speedup" inside that spread is noise.
+* A case is **faster** when speedup > 1 + floor and **slower** when speedup < 1 / (1 + floor).
+* A candidate time below the **speed-of-light** bound (datasheet peaks, `diagnosis.engine.sol`)
+  is physically impossible for a correct kernel that moves the bytes it must: the case is
+  **suspect** (caching across calls, work skipped, a timer that missed the work) and never
+  counts as a win.
+* Overall: failed if not correct; suspect if any case is suspect; improved when the geometric
+  mean speedup exceeds 1 + the largest case floor and no case is slower; slower when the
+  geometric mean is below 1 / (1 + floor); no-gain otherwise; untimed when nothing was timed
+  (CPU / interpreter).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MIN_NOISE_FLOOR = 0.01
+# A time this much below the datasheet SOL is flagged; a little slack absorbs event-timer
+# granularity on microsecond kernels without letting a real impossibility through.
+SUSPECT_MARGIN = 0.02
+
+
+class Verdict(enum.StrEnum):
+    IMPROVED = "improved"  # correct and faster than the parent above the noise floor
+    NO_GAIN = "no-gain"  # correct, within the noise floor of the parent
+    SLOWER = "slower"  # correct, measurably slower than the parent
+    SUSPECT = "suspect"  # correct but timed below the speed of light: not a win
+    FAILED = "failed"  # failed the verification gate (see the error kind)
+    UNTIMED = "untimed"  # correct; no device to time on (cpu)
+
+
+@dataclass(frozen=True)
+class CaseDecision:
+    """What one timed case says about candidate vs parent."""
+
+    speedup: float | None  # parent_ms / candidate_ms
+    floor: float
+    faster: bool
+    slower: bool
+    suspect: bool
+
+
+def noise_floor(parent_repeats: Sequence[float], minimum: float = MIN_NOISE_FLOOR) -> float:
+    """Relative spread (max - min) / min of the parent's repeated medians, at least `minimum`."""
+    values = [t for t in parent_repeats if t is not None and t > 0]
+    if len(values) < 2:
+        return minimum
+    return max(minimum, (max(values) - min(values)) / min(values))
+
+
+def median(values: Sequence[float]) -> float | None:
+    data = sorted(v for v in values if v is not None)
+    if not data:
+        return None
+    mid = len(data) // 2
+    return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    data = [v for v in values if v is not None and v > 0]
+    if not data:
+        return None
+    return math.exp(sum(math.log(v) for v in data) / len(data))
+
+
+def is_suspect(time_ms: float | None, sol: float | None, margin: float = SUSPECT_MARGIN) -> bool:
+    """True when a measured time beats the speed-of-light bound by more than `margin`."""
+    if time_ms is None or sol is None or sol <= 0:
+        return False
+    return time_ms < sol * (1.0 - margin)
+
+
+def decide_case(
+    parent_ms: float | None,
+    candidate_ms: float | None,
+    floor: float = MIN_NOISE_FLOOR,
+    sol: float | None = None,
+) -> CaseDecision:
+    """Speedup of one case and whether it clears the floor; suspect beats faster."""
+    if parent_ms is None or candidate_ms is None or candidate_ms <= 0:
+        return CaseDecision(None, floor, False, False, is_suspect(candidate_ms, sol))
+    speedup = parent_ms / candidate_ms
+    suspect = is_suspect(candidate_ms, sol)
+    faster = speedup > 1.0 + floor and not suspect
+    slower = speedup < 1.0 / (1.0 + floor)
+    return CaseDecision(speedup, floor, faster, slower, suspect)
+
+
+def overall(correct: bool, cases: Sequence[CaseDecision]) -> Verdict:
+    """The verdict for a candidate over all its timed cases (see the module docstring)."""
+    if not correct:
+        return Verdict.FAILED
+    timed = [c for c in cases if c.speedup is not None]
+    if not timed:
+        return Verdict.SUSPECT if any(c.suspect for c in cases) else Verdict.UNTIMED
+    if any(c.suspect for c in cases):
+        return Verdict.SUSPECT
+    floor = max(c.floor for c in timed)
+    mean = geomean([c.speedup for c in timed if c.speedup is not None])
+    assert mean is not None
+    if mean > 1.0 + floor and not any(c.slower for c in timed):
+        return Verdict.IMPROVED
+    if mean < 1.0 / (1.0 + floor):
+        return Verdict.SLOWER
+    return Verdict.NO_GAIN
