@@ -262,7 +262,7 @@ def record_launches(*, execute: bool, target: GPUTarget | None = None) -> Iterat
         try:
             if execute and len(self.configs) > 1 and not _interpreting(self):
                 return orig_tune_run(self, *args, **kwargs)
-            self.nargs = dict(zip(self.arg_names, args))
+            self.nargs = dict(zip(self.arg_names, args, strict=False))
             config = self.prune_configs(kwargs)[0]
             if config.pre_hook is not None and execute:
                 config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})

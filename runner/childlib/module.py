@@ -34,7 +34,7 @@ def load_module(path: str, name: str = "kernelopt_user_module") -> types.ModuleT
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise ModuleLoadError("syntax_error", f"syntax error: {exc.msg}", exc.lineno) from exc
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() at import is an import failure, not an exit
         raise ModuleLoadError("import_error", f"importing the module raised {type(exc).__name__}: {exc}",
                               _user_line(exc, path)) from exc
     missing = [n for n in REQUIRED if not hasattr(module, n)]
@@ -71,15 +71,21 @@ def verify_cases(module: types.ModuleType) -> list[list[Any]]:
     return []
 
 
-def build_models(module: types.ModuleType, seed: int, device: Any) -> tuple[Any, Any]:
-    """Both models from the same seed; ModelNew gets Model's state dict (DESIGN.md section 1)."""
+def build_models(
+    module: types.ModuleType, seed: int, device: Any, *, new_module: types.ModuleType | None = None
+) -> tuple[Any, Any]:
+    """Both models from the same seed; ModelNew gets Model's state dict (DESIGN.md section 1).
+
+    `new_module`: take ModelNew from another file (a candidate revision), while Model and
+    get_init_inputs stay the parent's, so a candidate cannot change what it is judged against.
+    """
     import torch
 
     init = list(module.get_init_inputs())
     torch.manual_seed(seed)
     ref = module.Model(*init)
     torch.manual_seed(seed)
-    new = module.ModelNew(*init)
+    new = (new_module or module).ModelNew(*init)
     state = ref.state_dict()
     if state:
         new.load_state_dict(state)

@@ -1,0 +1,172 @@
+"""The sandbox child: `python -m runner.child` runs ONE job on one uploaded module.
+
+It reads one `JobRequest` (JSON) on stdin and writes one `JobResponse` (JSON) on stdout;
+nothing else reaches stdout (user prints go to stderr, see `hostile.protect_stdout`). It imports
+only the standard library, torch, triton, numpy, `runner.*` child modules and the pure
+`diagnosis.engine.profile`, so it runs on a stock accelerator image and never touches Django,
+the database, the broker or the network. The limits around it (time, memory, environment,
+network) are set by `runner.sandbox`, which starts it.
+
+For ncu, which must start the program it profiles, `--request PATH --response PATH` read and
+write files instead of stdin/stdout.
+
+Jobs: validate, capture, verify, time, profile, compile (the last dispatched to
+`runner.childlib.compile.compile_job`, imported only when asked for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+import types
+from typing import Any
+
+from runner.childlib.hostile import load, numel_of, protect_stdout, seeded_inputs, user_call, write_all
+from runner.errors import JobFailed, RunnerError, classify_exception
+from runner.protocol import JobError, JobRequest, JobResponse
+
+OPTIONAL_NAMES = ("get_input_cases", "get_verify_inputs")
+TRACEBACK_LIMIT = 8000
+# Jobs that run (or record) kernels on cpu go through the Triton interpreter; the compile job
+# compiles ahead of time and needs real JITFunctions, so it never interprets.
+INTERPRETED_JOBS = frozenset({"validate", "capture", "verify", "time", "profile"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner.child", description=__doc__.splitlines()[0])
+    parser.add_argument("--request", help="read the request from this file instead of stdin")
+    parser.add_argument("--response", help="write the response to this file instead of stdout")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    if args.request:
+        with open(args.request, encoding="utf-8") as fh:
+            text = fh.read()
+    else:
+        text = sys.stdin.read()
+    response_fd = protect_stdout()
+    response = handle(text)
+    response.elapsed_s = round(time.monotonic() - started, 3)
+    data = (response.dumps() + "\n").encode()
+    if args.response:
+        with open(args.response, "wb") as fh:
+            fh.write(data)
+    else:
+        write_all(response_fd, data)
+    sys.stderr.flush()
+    # Skip interpreter teardown: user threads, atexit hooks or a broken CUDA context must not
+    # hang or crash the process after the answer is out.
+    os._exit(0)
+
+
+def handle(text: str) -> JobResponse:
+    """One request text -> one response; never raises."""
+    try:
+        req = JobRequest.loads(text)
+    except (ValueError, TypeError) as exc:
+        return JobResponse(ok=False, job="?", error=JobError("bad_request", f"bad job request: {exc}"))
+    _set_interpreter(req)
+    try:
+        return JobResponse(ok=True, job=req.job, result=run(req))
+    except JobFailed as exc:
+        return JobResponse(
+            ok=False, job=req.job, result=exc.result, error=_error(exc.kind, exc.message, exc.line, exc)
+        )
+    except RunnerError as exc:
+        return JobResponse(ok=False, job=req.job, error=_error(exc.kind, exc.message, exc.line, exc))
+    except BaseException as exc:  # a bug of ours, or user code reached outside user_call
+        kind = classify_exception(exc)
+        return JobResponse(
+            ok=False, job=req.job, error=_error(kind, f"{type(exc).__name__}: {exc}", None, exc)
+        )
+
+
+def _set_interpreter(req: JobRequest) -> None:
+    """TRITON_INTERPRET must be decided before triton is first imported (it is read at import)."""
+    if req.device == "cpu" and req.job in INTERPRETED_JOBS:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+
+
+def _error(kind: str, message: str, line: int | None, exc: BaseException) -> JobError:
+    cause = exc.__cause__ or exc
+    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    if len(text) > TRACEBACK_LIMIT:
+        text = "...\n" + text[-TRACEBACK_LIMIT:]
+    return JobError(kind=kind, message=message, line=line, traceback=text)
+
+
+def run(req: JobRequest) -> dict[str, Any]:
+    if req.job == "compile":
+        try:
+            from runner.childlib.compile import compile_job
+        except ModuleNotFoundError as exc:
+            if exc.name != "runner.childlib.compile":
+                raise
+            raise JobFailed(
+                "unavailable", "the compile job is not installed (runner.childlib.compile)"
+            ) from exc
+        return compile_job(req)
+
+    from runner.backends import get_backend
+
+    module = load(req.module, "kernelopt_parent")
+    if req.job == "validate":  # needs no device: builds on cpu, runs nothing
+        return validate_job(req, module)
+    backend = get_backend(req.device)
+    if req.job == "capture":
+        from runner.childlib.profiling import capture_job
+
+        return capture_job(req, backend, module)
+    if req.job == "profile":
+        from runner.childlib.profiling import profile_job
+
+        return profile_job(req, backend, module)
+    candidate = load(req.candidate, "kernelopt_candidate") if req.candidate else None
+    if req.job == "verify":
+        from runner.childlib.verify import verify_job
+
+        return verify_job(req, backend, module, candidate or module)
+    if req.job == "time":
+        from runner.childlib.timing import time_cases
+
+        return time_cases(req, backend, module, candidate)
+    raise JobFailed("bad_request", f"unknown job {req.job!r}")
+
+
+def validate_job(req: JobRequest, module: types.ModuleType) -> dict[str, Any]:
+    """Import, build both models, draw the inputs; run nothing else."""
+    from triton.runtime.jit import KernelInterface
+
+    from runner.childlib.module import REQUIRED, build_models
+
+    paths = [req.module]
+    kernels = sorted(name for name, obj in vars(module).items() if isinstance(obj, KernelInterface))
+    if not kernels:
+        raise JobFailed("missing_name", "the module defines no @triton.jit kernel")
+    seed = req.seeds[0] if req.seeds else 0
+    timed, extra = seeded_inputs(module, seed, paths)
+    ref, _ = user_call(
+        lambda: build_models(module, seed, "cpu"), what="building Model / ModelNew", paths=paths
+    )
+    params = [
+        {"name": name, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+        for name, t in ref.state_dict().items()
+    ]
+    return {
+        "names": [n for n in (*REQUIRED, *OPTIONAL_NAMES) if hasattr(module, n)],
+        "kernels": kernels,
+        "input_cases": len(timed),
+        "verify_cases": len(extra),
+        "case_numel": [numel_of(c) for c in timed],
+        "verify_numel": [numel_of(c) for c in extra],
+        "parameters": params,
+        "num_parameters": sum(p.numel() for p in ref.parameters()),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

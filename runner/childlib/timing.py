@@ -1,0 +1,236 @@
+"""Timing and work accounting inside the child: interleaved medians, bytes and FLOPs per case.
+
+Runs only in the sandbox child (standard library, torch, triton). The child measures; the
+parent decides (noise floor, speedup, suspect: `diagnosis.engine.verdict`; SOL:
+`diagnosis.engine.sol`), because the child may not import `diagnosis`.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from runner.backends import Backend
+from runner.childlib.hostile import seeded_inputs, user_call
+from runner.childlib.module import build_models, to_device
+from runner.errors import JobFailed
+from runner.protocol import JobRequest
+
+NO_DEVICE = (
+    "no device: device=cpu runs kernels through the Triton interpreter, whose times say "
+    "nothing about a GPU; nothing was timed"
+)
+
+
+def flatten(value: Any) -> list[Any]:
+    """The tensors of a forward's output (a tensor, or nested tuples / lists / dicts of them)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flatten(v)]
+    if isinstance(value, dict):
+        return [t for k in sorted(value, key=str) for t in flatten(value[k])]
+    return []
+
+
+def tensor_bytes(tensors: Iterable[Any]) -> int:
+    """Bytes of distinct storages among `tensors` (a view and its base count once)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for t in tensors:
+        try:
+            key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        except (RuntimeError, NotImplementedError):  # meta tensors and the like
+            key = (id(t), t.numel() * t.element_size())
+        if key in seen and key[0] != 0:
+            continue
+        seen.add(key)
+        total += t.numel() * t.element_size()
+    return total
+
+
+def dominant_dtype(inputs: list[Any], outputs: list[Any]) -> str:
+    """The floating dtype that holds most bytes among the inputs (else the outputs)."""
+    import torch
+
+    for group in (inputs, outputs):
+        sizes: dict[str, int] = {}
+        for t in group:
+            if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
+                name = str(t.dtype).removeprefix("torch.")
+                sizes[name] = sizes.get(name, 0) + t.numel() * t.element_size()
+        if sizes:
+            return max(sizes, key=lambda k: sizes[k])
+    return "float32"
+
+
+def _skip_dynamo_import() -> None:
+    """Spare the child the ~3 s import of torch._dynamo that FlopCounterMode's first dispatch
+    triggers: its `__torch_dispatch__` is wrapped by `torch._disable_dynamo`, which imports
+    dynamo on the first call unless the raw function already carries `__dynamo_disable`. The
+    child runs the reference eagerly, so there is nothing for dynamo to disable. Measured with
+    torch 2.13: first FlopCounterMode use 3.15 s -> 0.02 s. Does nothing if torch changes."""
+    import sys
+
+    if "torch._dynamo" in sys.modules:
+        return
+    import torch.utils.flop_counter as flop_counter
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    for obj in vars(flop_counter).values():
+        if isinstance(obj, type) and issubclass(obj, TorchDispatchMode) and obj is not TorchDispatchMode:
+            raw = getattr(obj.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
+            if raw is not None and not hasattr(raw, "__dynamo_disable"):
+                setattr(raw, "__dynamo_disable", raw)
+
+
+def count_flops(fn: Callable[[], Any]) -> tuple[Any, int]:
+    """Run `fn` under torch's FlopCounterMode: (its output, FLOPs of matmul-like ops).
+
+    FlopCounterMode counts mm / bmm / addmm / convolution / attention only; element-wise and
+    reduction work counts 0, which is right for SOL (those kernels are bandwidth-bound).
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _skip_dynamo_import()
+    with FlopCounterMode(display=False) as counter:
+        out = fn()
+    return out, int(counter.get_total_flops())
+
+
+def work_of_case(model: Any, inputs: list[Any], outputs: Any) -> dict[str, Any]:
+    """Bytes that must move (inputs + parameters + outputs, read or written once) and the dtype."""
+    import torch
+
+    in_tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    state = [t for t in model.state_dict().values() if isinstance(t, torch.Tensor)]
+    out_tensors = flatten(outputs)
+    return {
+        "bytes": tensor_bytes(in_tensors + state) + tensor_bytes(out_tensors),
+        "dtype": dominant_dtype(in_tensors, out_tensors),
+    }
+
+
+def interleaved(
+    backend: Backend,
+    fns: dict[str, Callable[[], Any]],
+    *,
+    rounds: int = 3,
+    once: Iterable[str] = (),
+    warmup_ms: float = 25.0,
+    rep_ms: float = 100.0,
+) -> dict[str, list[float]]:
+    """Median time of each fn, round-robin for `rounds` rounds (names in `once`: first round only).
+
+    Interleaving spreads clock and thermal drift over all contenders instead of charging it to
+    whichever ran last; the spread between a contender's rounds is the noise floor.
+    """
+    once = set(once)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():  # compile / autotune outside the measurement
+        fn()
+    backend.synchronize()
+    for r in range(rounds):
+        for name, fn in fns.items():
+            if name in once and r > 0:
+                continue
+            times[name].append(backend.time(fn, warmup_ms=warmup_ms, rep_ms=rep_ms))
+    return times
+
+
+def no_grad_call(model: Any, inputs: list[Any]) -> Callable[[], Any]:
+    import torch
+
+    def call() -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    return call
+
+
+def time_cases(
+    req: JobRequest,
+    backend: Backend,
+    parent: types.ModuleType,
+    candidate: types.ModuleType | None,
+    *,
+    indices: Sequence[int] | None = None,
+    work: dict[int, dict[str, Any]] | None = None,
+    paths: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Median times per timed case of the module's ModelNew, the candidate's (when given) and
+    the reference Model, in this one process, interleaved (see `interleaved`).
+
+    Raw numbers only: `parent_ms` / `candidate_ms` hold one median per round (the spread of
+    the parent's rounds is the noise floor the parent process computes). Without a candidate
+    the module's own ModelNew is the one under test (`candidate_ms`) and `parent_ms` is None.
+    On a backend that cannot time (cpu), says so instead of returning numbers.
+    """
+    if not backend.can_time:
+        return {"timed": False, "reason": NO_DEVICE, "cases": []}
+    opts = req.options
+    rounds = max(2, int(opts.get("rounds", 3)))
+    warmup_ms = float(opts.get("warmup_ms", 25.0))
+    rep_ms = float(opts.get("rep_ms", 100.0))
+    paths = list(paths) or [p for p in (req.module, req.candidate) if p]
+    seed = req.seeds[0] if req.seeds else 0
+    timed, _ = seeded_inputs(parent, seed, paths)
+    if indices is None:
+        indices = req.cases if req.cases is not None else range(len(timed))
+    for i in indices:
+        if not 0 <= i < len(timed):
+            raise JobFailed(
+                "bad_request", f"case {i} does not exist: the module has {len(timed)} input cases"
+            )
+
+    def build(new_module: types.ModuleType) -> tuple[Any, Any]:
+        return build_models(parent, seed, backend.device, new_module=new_module)
+
+    ref, under_test = user_call(
+        lambda: build(candidate or parent), what="building Model / ModelNew", paths=paths
+    )
+    parent_new = None
+    if candidate is not None:
+        parent_new = user_call(lambda: build(parent), what="building the parent's ModelNew", paths=paths)[1]
+    cases = []
+    for i in indices:
+        inputs = to_device(timed[i], backend.device)
+        case_work = dict(work[i]) if work and i in work else None
+        if case_work is None:
+            out, flops = user_call(
+                lambda inputs=inputs: count_flops(no_grad_call(ref, inputs)),
+                what="the reference Model.forward",
+                paths=paths,
+            )
+            case_work = {**work_of_case(ref, inputs, out), "flops": flops}
+            del out
+        fns: dict[str, Callable[[], Any]] = {}
+        if parent_new is not None:
+            fns["parent"] = no_grad_call(parent_new, inputs)
+        fns["candidate"] = no_grad_call(under_test, inputs)
+        fns["reference"] = no_grad_call(ref, inputs)
+        times = user_call(
+            lambda fns=fns: interleaved(
+                backend, fns, rounds=rounds, once=("reference",), warmup_ms=warmup_ms, rep_ms=rep_ms
+            ),
+            what=f"timing case {i}",
+            paths=paths,
+        )
+        cases.append(
+            {
+                "index": i,
+                "label": f"case {i}",
+                "parent_ms": times.get("parent"),
+                "candidate_ms": times["candidate"],
+                "reference_ms": times["reference"],
+                "bytes": int(case_work["bytes"]),
+                "flops": int(case_work["flops"]),
+                "dtype": str(case_work["dtype"]),
+            }
+        )
+        del inputs, fns
+        backend.empty_cache()
+    return {"timed": True, "device": backend.device_info(), "rounds": rounds, "cases": cases}
