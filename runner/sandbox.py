@@ -1,0 +1,492 @@
+"""Run one job in a sandboxed child process and always come back with a `JobResponse`.
+
+`run_job(request, limits=...)` starts `python -m runner.child` and feeds it the request. The
+child runs:
+
+* in a new session (its own process group), killed as a group at the wall-clock limit;
+* under resource limits: RLIMIT_CPU (CPU seconds), RLIMIT_NOFILE, RLIMIT_FSIZE (largest file
+  it may write), RLIMIT_NPROC, and RLIMIT_AS (address space) **on cpu only**: a CUDA or NPU
+  context reserves tens to hundreds of GB of virtual address space, so there the device's own
+  memory limit (an allocation error -> `oom`) and the wall clock bound the job;
+* with a scrubbed environment: PATH, LANG/LC_*, TZ, the CUDA / ROCm / NVIDIA / Ascend
+  variables a device stack needs (CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH, ASCEND_*, ...), and
+  nothing else: no DATABASE_URL, BROKER_URL, SECRET_KEY, *_API_KEY, OPENAI_*, AWS_*, and no
+  variable whose name looks like a credential even if it matched the allow list;
+* with HOME, TMPDIR and the working directory set to its own temporary directory (removed
+  afterwards) and TRITON_CACHE_DIR set there, or to a caller's per-run cache directory so the
+  jobs of one run reuse compiles;
+* without network where the kernel allows: a small trampoline (`python -m runner.sandbox
+  --trampoline`, a fresh single-threaded process, unlike a `preexec_fn` in a threaded worker)
+  calls unshare(CLONE_NEWNET), or, without CAP_SYS_ADMIN, unshare(CLONE_NEWUSER|CLONE_NEWNET),
+  sets the limits and execs the child. The new namespace has only a loopback device that is
+  down, so every connect fails with ENETUNREACH, 127.0.0.1 included. Where neither call is
+  allowed (some containers, gVisor) the job still runs and the response says
+  `network="not isolated"`; `Limits(network="required")` makes that a `sandbox_error` instead.
+
+What it does not isolate: the file system (the child runs as the worker's user and can read
+what that user can read, e.g. the repository; it can write only files below RLIMIT_FSIZE),
+other processes of the same user, and processes that escape the group with setsid() before
+the wall clock fires. RLIMIT_NPROC is not enforced for root. Use a container or a separate
+user for that.
+
+Outcomes: stdout must be exactly one JSON response; garbage or more than
+`limits.stdout_bytes` is `bad_output`; a wall-clock kill is `timeout`; SIGXCPU is `timeout`;
+SIGSEGV/SIGBUS/SIGILL/SIGABRT/SIGFPE or an exit without an answer is `crashed`; SIGKILL that
+was not ours (the kernel's OOM killer) is `oom`. The tail of stderr rides along in
+`JobError.stderr_tail`. Nothing here raises for anything the child does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from runner.protocol import JobError, JobRequest, JobResponse
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER = "kernelopt-sandbox:"
+GiB = 1 << 30
+MiB = 1 << 20
+
+# Exact names and prefixes passed through to the child; everything else is dropped.
+ENV_ALLOW = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "LD_LIBRARY_PATH",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_MODULE_LOADING",
+        "CUDA_LAUNCH_BLOCKING",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "ROCM_PATH",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        # KINDS.md: keep NVLink multicast off on shared multi-GPU hosts, also in children.
+        "NCCL_NVLS_ENABLE",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "NVSHMEM_DISABLE_NVLS",
+        "TRITON_PTXAS_PATH",
+        "TRITON_CUOBJDUMP_PATH",
+        "TRITON_NVDISASM_PATH",
+        "TRITON_LIBCUDA_PATH",
+        "TOOLCHAIN_HOME",
+        "PYTORCH_NPU_ALLOC_CONF",
+    }
+)
+ENV_ALLOW_PREFIXES = ("LC_", "NVIDIA_", "ASCEND_")
+# Dropped even when allowed above: names that look like credentials.
+ENV_DENY = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DSN)", re.IGNORECASE)
+
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits of one child. `for_job` gives the defaults per job and device."""
+
+    wall_s: float = 300.0
+    cpu_s: float | None = None  # None: 4 x wall + 10 (torch and the interpreter use several threads)
+    address_space_bytes: int | None = 8 * GiB  # applied on cpu only (see the module docstring)
+    nofile: int = 1024
+    fsize_bytes: int = 1 * GiB
+    nproc: int = 4096  # counts every thread of the user, other jobs' too: keep it generous
+    stdout_bytes: int = 64 * MiB
+    stderr_bytes: int = 64 * 1024  # the tail kept
+    network: str = "auto"  # auto: isolate where possible; required: fail if not possible; off
+
+    # job -> (cpu wall seconds, device wall seconds)
+    DEFAULT_WALL = {
+        "validate": (60.0, 120.0),
+        "capture": (120.0, 180.0),
+        "verify": (300.0, 600.0),
+        "time": (60.0, 600.0),
+        "profile": (120.0, 600.0),
+        "compile": (300.0, 300.0),
+    }
+
+    @classmethod
+    def for_job(cls, job: str, device: str, **overrides: object) -> Limits:
+        cpu_wall, device_wall = cls.DEFAULT_WALL.get(job, (300.0, 600.0))
+        base = cls(wall_s=cpu_wall if device == "cpu" else device_wall)
+        return replace(base, **overrides) if overrides else base  # type: ignore[arg-type]
+
+    @property
+    def cpu_seconds(self) -> int:
+        return int(self.cpu_s if self.cpu_s is not None else 4 * self.wall_s + 10)
+
+
+@dataclass
+class SandboxResponse(JobResponse):
+    """A JobResponse plus what the sandbox saw from outside the child."""
+
+    network: str = "not isolated"  # 'isolated' or 'not isolated (<reason>)'
+    returncode: int | None = None
+    wall_s: float = 0.0  # wall-clock seconds of the child, start to exit (device time for accounting)
+    stderr_tail: str = ""
+
+
+def child_python(device: str) -> str:
+    """The interpreter for a device's children: KERNELOPT_PYTHON_<DEVICE>, else KERNELOPT_PYTHON,
+    else this one. NPU nodes need triton-ascend's own environment, hence per device."""
+    return (
+        os.environ.get(f"KERNELOPT_PYTHON_{device.upper()}")
+        or os.environ.get("KERNELOPT_PYTHON")
+        or sys.executable
+    )
+
+
+def scrubbed_env(
+    device: str, job: str, home: str, cache_dir: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The child's whole environment (see the module docstring)."""
+    source = os.environ if base is None else base
+    env = {
+        k: v
+        for k, v in source.items()
+        if (k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)) and not ENV_DENY.search(k)
+    }
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    extra_path = source.get("KERNELOPT_CHILD_PYTHONPATH", "")  # e.g. CANN's python packages on NPU nodes
+    env.update(
+        {
+            "HOME": home,
+            "TMPDIR": home,
+            "TRITON_CACHE_DIR": cache_dir,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), extra_path) if p),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONFAULTHANDLER": "1",  # a segfault prints the Python stack to stderr
+        }
+    )
+    if device == "cpu" and job != "compile":
+        env["TRITON_INTERPRET"] = "1"  # read when triton is imported: must be set before
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def run_job(
+    request: JobRequest,
+    *,
+    limits: Limits | None = None,
+    python: str | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    triton_cache_dir: str | os.PathLike[str] | None = None,
+) -> SandboxResponse:
+    """Run `request` in a sandboxed child; never raises for anything the child does.
+
+    workdir: the child's HOME/TMPDIR/cwd (kept); by default a fresh temporary directory that is
+    removed afterwards. triton_cache_dir: share compiled kernels between the jobs of one run.
+    """
+    limits = limits or Limits.for_job(request.job, request.device)
+    python = python or child_python(request.device)
+    own_dir = workdir is None
+    home = Path(tempfile.mkdtemp(prefix="kernelopt-job-")) if own_dir else Path(workdir)  # type: ignore[arg-type]
+    home.mkdir(parents=True, exist_ok=True)
+    cache = Path(triton_cache_dir) if triton_cache_dir else home / "triton-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(request, limits, python, home, cache)
+    finally:
+        if own_dir:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _trampoline_config(request: JobRequest, limits: Limits) -> dict:
+    rlimits = {
+        "RLIMIT_CPU": limits.cpu_seconds,
+        "RLIMIT_NOFILE": limits.nofile,
+        "RLIMIT_FSIZE": limits.fsize_bytes,
+        "RLIMIT_NPROC": limits.nproc,
+    }
+    if request.device == "cpu" and limits.address_space_bytes:
+        rlimits["RLIMIT_AS"] = limits.address_space_bytes
+    return {"rlimits": rlimits, "network": limits.network}
+
+
+def _run(request: JobRequest, limits: Limits, python: str, home: Path, cache: Path) -> SandboxResponse:
+    env = scrubbed_env(request.device, request.job, str(home), str(cache))
+    config = json.dumps(_trampoline_config(request, limits))
+    argv = [python, "-m", "runner.sandbox", "--trampoline", config, "--", python, "-m", "runner.child"]
+    env_with_root = dict(env)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(home),
+            env=env_with_root,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        return _failure(request, "sandbox_error", f"cannot start the child ({python}): {exc}", "", None, 0.0)
+
+    stdout, stderr, timed_out, overflow = _communicate(proc, request.dumps().encode(), limits)
+    wall = time.monotonic() - started
+    head, tail = stderr
+    network, marker_error = _network_status(head)
+    stderr_tail = _strip_marker(tail)
+    rc = proc.returncode
+
+    if marker_error:
+        return _failure(request, "sandbox_error", marker_error, stderr_tail, rc, wall, network)
+    if timed_out:
+        return _failure(
+            request,
+            "timeout",
+            f"the job ran past its {limits.wall_s:.0f} s wall-clock limit "
+            "and was killed with its process group",
+            stderr_tail,
+            rc,
+            wall,
+            network,
+        )
+    if overflow:
+        return _failure(
+            request,
+            "bad_output",
+            f"the child wrote more than {limits.stdout_bytes} bytes to stdout",
+            stderr_tail,
+            rc,
+            wall,
+            network,
+        )
+    text = stdout.decode("utf-8", errors="replace").strip()
+    if text:
+        try:
+            response = JobResponse.loads(text)
+        except (ValueError, TypeError, KeyError) as exc:
+            kind, message = (
+                "bad_output",
+                f"the child's stdout is not one job response ({exc}): {text[:200]!r}",
+            )
+            if rc is not None and rc < 0:
+                kind, message = _signal_failure(-rc)
+            return _failure(request, kind, message, stderr_tail, rc, wall, network)
+        if response.error is not None and not response.error.stderr_tail:
+            response.error.stderr_tail = stderr_tail
+        return SandboxResponse(
+            **vars(response), network=network, returncode=rc, wall_s=round(wall, 3), stderr_tail=stderr_tail
+        )
+    if rc is not None and rc < 0:
+        kind, message = _signal_failure(-rc)
+    else:
+        kind, message = "crashed", f"the child exited with status {rc} without answering"
+    return _failure(request, kind, message, stderr_tail, rc, wall, network)
+
+
+def _signal_failure(signum: int) -> tuple[str, str]:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if signum == signal.SIGXCPU:
+        return "timeout", f"the child used up its CPU-time limit ({name})"
+    if signum == signal.SIGKILL:
+        return "oom", f"the child was killed by {name}, most likely by the kernel's out-of-memory killer"
+    if signum == signal.SIGXFSZ:
+        return "crashed", f"the child wrote a file over its size limit ({name})"
+    return "crashed", f"the child was killed by {name}"
+
+
+def _failure(
+    request: JobRequest,
+    kind: str,
+    message: str,
+    stderr_tail: str,
+    rc: int | None,
+    wall: float,
+    network: str = "not isolated",
+) -> SandboxResponse:
+    return SandboxResponse(
+        ok=False,
+        job=request.job,
+        error=JobError(kind=kind, message=message, stderr_tail=stderr_tail),
+        elapsed_s=round(wall, 3),
+        network=network,
+        returncode=rc,
+        wall_s=round(wall, 3),
+        stderr_tail=stderr_tail,
+    )
+
+
+def _communicate(
+    proc: subprocess.Popen, request: bytes, limits: Limits
+) -> tuple[bytes, tuple[str, str], bool, bool]:
+    """Feed stdin, read stdout (capped) and stderr (head + tail) until exit or the deadline.
+
+    Returns (stdout, (stderr head, stderr tail), timed_out, stdout_overflow). On timeout or
+    overflow the whole process group is killed.
+    """
+    assert proc.stdin and proc.stdout and proc.stderr
+    deadline = time.monotonic() + limits.wall_s
+    sel = selectors.DefaultSelector()
+    os.set_blocking(proc.stdin.fileno(), False)
+    sel.register(proc.stdin, selectors.EVENT_WRITE)
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    pending = memoryview(request)
+    out = bytearray()
+    err_head = bytearray()
+    err_tail = bytearray()
+    timed_out = overflow = False
+    exited_at: float | None = None
+    while sel.get_map():
+        now = time.monotonic()
+        remaining = deadline - now
+        if remaining <= 0:
+            timed_out = True
+            break
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > 1.0:
+            break  # the child is gone; a grandchild still holds the pipes open
+        for key, _ in sel.select(timeout=min(remaining, 0.25)):
+            if key.fileobj is proc.stdin:
+                try:
+                    n = os.write(key.fd, pending[:65536])
+                    pending = pending[n:]
+                except (BrokenPipeError, BlockingIOError, OSError):
+                    pending = pending[:0]
+                if not pending:
+                    sel.unregister(proc.stdin)
+                    proc.stdin.close()
+                continue
+            chunk = os.read(key.fd, 1 << 16)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                continue
+            if key.fileobj is proc.stdout:
+                out += chunk
+                if len(out) > limits.stdout_bytes:
+                    overflow = True
+            else:
+                if len(err_head) < 4096:
+                    err_head += chunk[: 4096 - len(err_head)]
+                err_tail += chunk
+                if len(err_tail) > 2 * limits.stderr_bytes:
+                    del err_tail[: len(err_tail) - limits.stderr_bytes]
+        if overflow:
+            break
+    if timed_out or overflow:
+        _kill_group(proc)
+    else:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+    _kill_group(proc)  # grandchildren left behind in the group die with the job
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+    sel.close()
+    tail = bytes(err_tail[-limits.stderr_bytes :]).decode("utf-8", errors="replace")
+    return bytes(out), (bytes(err_head).decode("utf-8", errors="replace"), tail), timed_out, overflow
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - an unkillable (D-state) child
+        pass
+
+
+def _network_status(head: str) -> tuple[str, str | None]:
+    """(network status, error) from the trampoline's first stderr line."""
+    for line in head.splitlines():
+        if line.startswith(MARKER):
+            value = line[len(MARKER) :].strip()
+            if value.startswith("error "):
+                return "not isolated", value[len("error ") :]
+            if value.startswith("network="):
+                return value[len("network=") :], None
+    return "not isolated (no report from the trampoline)", None
+
+
+def _strip_marker(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(MARKER))
+
+
+# ---------------------------------------------------------------- trampoline (runs in the child)
+
+
+def _unshare_network() -> str:
+    """Enter a new network namespace; returns the status line value."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) == 0:
+        return "isolated"
+    first = os.strerror(ctypes.get_errno())
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        # Map our own ids so files keep their owners as the child sees them.
+        try:
+            Path("/proc/self/setgroups").write_text("deny")
+            Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+            Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        except OSError:
+            pass
+        return "isolated"
+    second = os.strerror(ctypes.get_errno())
+    return f"not isolated (unshare: {first}; user namespace: {second})"
+
+
+def _trampoline(config_text: str, argv: list[str]) -> None:
+    config = json.loads(config_text)
+    status = "not isolated (disabled)"
+    if config.get("network", "auto") != "off":
+        status = _unshare_network()
+        if config.get("network") == "required" and status != "isolated":
+            print(f"{MARKER} error network isolation required but {status}", file=sys.stderr, flush=True)
+            os._exit(3)
+    print(f"{MARKER} network={status}", file=sys.stderr, flush=True)
+    for name, value in config.get("rlimits", {}).items():
+        res = getattr(resource, name)
+        _, hard = resource.getrlimit(res)
+        soft = int(value)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        # CPU: the soft limit sends SIGXCPU (reported as timeout), the hard one 5 s later SIGKILL.
+        new_hard = soft + 5 if name == "RLIMIT_CPU" else soft
+        if hard != resource.RLIM_INFINITY:
+            new_hard = min(new_hard, hard)
+        resource.setrlimit(res, (soft, new_hard))
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--trampoline" and sys.argv[3] == "--":
+        _trampoline(sys.argv[2], sys.argv[4:])
+    else:
+        sys.exit("usage: python -m runner.sandbox --trampoline CONFIG -- PROGRAM ARGS...")
