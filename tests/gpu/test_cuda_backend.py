@@ -1,0 +1,119 @@
+"""The CUDA backend on a real GPU: timing, %SOL, ncu counters, a crash that must stay contained.
+
+Marked `gpu`; skipped where torch sees no CUDA device. Each test prints its figures (run with
+`-s` to see them), and the closing notes of the project quote them. The jobs go through the
+real sandbox, as the worker runs them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from diagnosis.engine.verdict import Verdict
+from runner.execute import Executor
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+]
+
+MODULES = Path(__file__).resolve().parent.parent / "modules"
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory: pytest.TempPathFactory) -> Executor:
+    return Executor("cuda", cache_dir=tmp_path_factory.mktemp("triton-cache"))
+
+
+def test_the_backend_times_a_triton_vector_add_and_eager_in_process() -> None:
+    from runner.backends.cuda import CudaBackend
+    from runner.childlib.hostile import load
+
+    module = load(str(MODULES / "gpu_vadd.py"), "gpu_vadd_in_process")
+    backend = CudaBackend()
+    x, y = (torch.randn(1 << 26, device="cuda") for _ in range(2))
+    new = module.ModelNew()
+    assert torch.equal(new(x, y), x + y)
+    triton_ms = backend.time(lambda: new(x, y))
+    eager_ms = backend.time(lambda: x + y)
+    gbs = 3 * x.numel() * 4 / (triton_ms * 1e-3) / 1e9
+    print(
+        f"\n[vadd 2^26 fp32, in process] triton {triton_ms:.4f} ms ({gbs:.0f} GB/s), eager {eager_ms:.4f} ms, "
+        f"eager/triton {eager_ms / triton_ms:.3f}"
+    )
+    assert 0.5 < eager_ms / triton_ms < 2.0
+
+
+def test_time_job_vector_add_against_eager(executor: Executor) -> None:
+    outcome = executor.time(str(MODULES / "gpu_vadd.py"))
+    assert outcome.ok, outcome.error
+    timing = outcome.timing
+    assert timing is not None and timing.timed
+    (case,) = timing.cases
+    assert case.candidate_ms and case.reference_ms
+    print(
+        f"\n[time job, {timing.device.name if timing.device else '?'}, network {outcome.network}] "
+        f"triton {case.candidate_ms:.4f} ms (rounds {list(case.candidate_repeats)}), eager {case.reference_ms:.4f} ms, "
+        f"speedup vs eager {case.speedup_vs_reference:.3f}, {case.pct_sol:.1f} %SOL, floor {case.noise_floor:.3f}, "
+        f"device {outcome.device_s:.1f} s"
+    )
+    assert 0.5 < case.reference_ms / case.candidate_ms < 2.0
+
+
+def test_verify_a_faster_candidate_against_its_parent(executor: Executor) -> None:
+    outcome = executor.verify(str(MODULES / "gpu_vadd_slow.py"), str(MODULES / "gpu_vadd.py"), seeds=(0, 1))
+    assert outcome.ok, outcome.error
+    assert outcome.passed
+    assert outcome.timing is not None and outcome.timing.timed and outcome.timing.baseline == "parent"
+    case = outcome.timing.cases[0]
+    print(
+        f"\n[verify gpu_vadd vs gpu_vadd_slow] parent {case.parent_ms:.4f} ms {list(case.parent_repeats)}, "
+        f"candidate {case.candidate_ms:.4f} ms, eager {case.reference_ms:.4f} ms, speedup {case.speedup:.3f}, "
+        f"noise floor {case.noise_floor:.4f}, verdict {outcome.verdict}, {case.pct_sol:.1f} %SOL, "
+        f"checked {outcome.checked}, wall {outcome.wall_s:.1f} s"
+    )
+    assert case.noise_floor >= 0.01
+    assert outcome.verdict in (Verdict.IMPROVED, Verdict.NO_GAIN, Verdict.SLOWER)
+    assert not outcome.suspect
+
+
+def test_pct_sol_of_a_1_gib_copy(executor: Executor) -> None:
+    outcome = executor.profile(str(MODULES / "gpu_copy.py"))
+    assert outcome.ok, outcome.error
+    profile = outcome.profile
+    assert profile is not None and profile.device is not None
+    (case,) = profile.cases
+    print(
+        f"\n[copy 1 GiB fp32 on {profile.device.name}] {case.time_ms:.4f} ms, {case.achieved_gbs:.0f} GB/s, "
+        f"SOL {case.sol_ms:.4f} ms at {profile.device.peak_bw_gbs:.0f} GB/s, {case.pct_sol:.1f} %SOL, "
+        f"eager clone {case.ref_time_ms:.4f} ms"
+    )
+    assert case.bytes == 2 * 2**30
+    assert 70.0 <= case.pct_sol <= 100.0  # type: ignore[operator]
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu is not on PATH")
+def test_ncu_reads_counters_for_the_triton_kernel(executor: Executor) -> None:
+    outcome = executor.profile(str(MODULES / "gpu_vadd.py"), ncu=True)
+    assert outcome.ok, outcome.error
+    profile = outcome.profile
+    assert profile is not None
+    print(f"\n[ncu] notes {list(profile.notes)}")
+    for kernel in profile.ncu:
+        print(f"[ncu] {kernel}")
+    assert profile.ncu, profile.notes
+    kernel = profile.ncu[0]
+    assert kernel.kernel == "add_kernel"
+    assert kernel.duration_us > 0 and kernel.dram_pct is not None
+
+
+def test_an_illegal_address_is_a_named_failure_and_we_survive(executor: Executor) -> None:
+    outcome = executor.verify(str(MODULES / "gpu_illegal_address.py"), seeds=(0,), time=False)
+    print(f"\n[illegal address] kind {outcome.kind}: {outcome.error.message[:200] if outcome.error else ''}")
+    assert outcome.kind in ("device_error", "crashed")
+    again = executor.validate(str(MODULES / "gpu_vadd.py"))  # the next job runs normally
+    assert again.ok

@@ -1,0 +1,17 @@
+"""Broken: defines no ModelNew."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(16)]
+
+
+def get_init_inputs():
+    return []

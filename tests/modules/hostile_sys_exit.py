@@ -1,0 +1,30 @@
+"""Hostile: forward calls sys.exit (the child must still answer)."""
+
+import sys
+
+import torch
+import torch.nn as nn
+import triton
+
+
+@triton.jit
+def unused_kernel(x_ptr):
+    pass
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        sys.exit(3)
+
+
+def get_inputs():
+    return [torch.randn(16)]
+
+
+def get_init_inputs():
+    return []

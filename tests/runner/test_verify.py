@@ -1,0 +1,182 @@
+"""The verification gate: the tolerance table in-process, and correct modules end to end.
+
+Correct modules run through the real sandbox and the Triton interpreter (device=cpu).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from diagnosis.engine.verdict import Verdict
+from runner.childlib.verify import TOLERANCES, compare_outputs, tolerance_for, unchanged_fraction
+from runner.execute import Executor
+
+MODULES = Path(__file__).resolve().parent.parent / "modules"
+
+
+def _ref(dtype: torch.dtype = torch.float32, n: int = 4096, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
+
+
+def _perturb(ref: torch.Tensor, rel: float) -> torch.Tensor:
+    """ref with a relative error of about `rel` everywhere (in float64, then back to its dtype)."""
+    gen = torch.Generator().manual_seed(1)
+    noise = torch.randn(ref.shape, generator=gen, dtype=torch.float64)
+    return (ref.double() * (1 + rel * noise)).to(ref.dtype)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "has_dot", "rel_error", "ok"),
+    [
+        pytest.param(torch.float32, False, 1e-7, True, id="fp32-ulps"),
+        pytest.param(torch.float32, False, 1e-3, False, id="fp32-elementwise-1e-3-fails"),
+        pytest.param(torch.float32, True, 1e-3, True, id="fp32-tf32-dot-1e-3-passes"),
+        pytest.param(torch.float32, True, 3e-2, False, id="fp32-dot-3e-2-fails"),
+        pytest.param(torch.float16, False, 5e-4, True, id="fp16-half-ulp"),
+        pytest.param(torch.float16, False, 2e-2, False, id="fp16-2e-2-fails"),
+        pytest.param(torch.bfloat16, False, 4e-3, True, id="bf16-half-ulp"),
+        pytest.param(torch.bfloat16, False, 1e-1, False, id="bf16-1e-1-fails"),
+        pytest.param(torch.float64, False, 1e-12, True, id="fp64"),
+        pytest.param(torch.float64, False, 1e-6, False, id="fp64-1e-6-fails"),
+    ],
+)
+def test_tolerance_table(dtype: torch.dtype, has_dot: bool, rel_error: float, ok: bool) -> None:
+    ref = _ref(dtype)
+    result = compare_outputs(_perturb(ref, rel_error), ref, has_dot=has_dot)
+    assert result.ok is ok, result.message
+    if not ok:
+        assert result.kind == "incorrect"
+
+
+def test_every_float_dtype_has_both_rows() -> None:
+    for name in ("float64", "float32", "float16", "bfloat16", "float8"):
+        assert (name, False) in TOLERANCES and (name, True) in TOLERANCES
+    assert tolerance_for(torch.int32, False).exact
+    assert tolerance_for("torch.float8_e4m3fn", True).atol == TOLERANCES[("float8", True)].atol
+
+
+@pytest.mark.parametrize(
+    ("mutate", "kind"),
+    [
+        pytest.param(lambda o: o.reshape(64, 64), "shape_mismatch", id="shape"),
+        pytest.param(lambda o: o.double(), "dtype_mismatch", id="dtype"),
+        pytest.param(
+            lambda o: o.index_fill(0, torch.tensor([5]), float("nan")), "nan_mismatch", id="nan-added"
+        ),
+        pytest.param(
+            lambda o: o.index_fill(0, torch.tensor([5]), float("inf")), "nan_mismatch", id="inf-added"
+        ),
+        pytest.param(lambda o: o.index_fill(0, torch.tensor([7]), 1e3), "incorrect", id="one-wrong-element"),
+        pytest.param(lambda o: [o], "shape_mismatch", id="list-instead-of-tensor"),
+        pytest.param(lambda o: (o, o), "shape_mismatch", id="two-outputs"),
+    ],
+)
+def test_it_names_the_failure(mutate, kind: str) -> None:
+    ref = _ref()
+    result = compare_outputs(mutate(ref.clone()), ref, has_dot=False)
+    assert not result.ok
+    assert result.kind == kind
+
+
+def test_one_wrong_element_in_a_million_is_caught_by_the_elementwise_check() -> None:
+    ref = _ref(n=1 << 20)
+    out = ref.clone()
+    out[12345] += 0.05  # invisible to a relative L2 check over 2^20 elements (~5e-5)
+    result = compare_outputs(out, ref, has_dot=True)
+    assert not result.ok and result.bad_elements == 1
+    assert result.rel_l2_err < TOLERANCES[("float32", True)].l2
+
+
+def test_nan_and_inf_in_the_same_places_pass() -> None:
+    ref = _ref()
+    ref[3], ref[4], ref[5] = float("nan"), float("inf"), -float("inf")
+    assert compare_outputs(ref.clone(), ref, has_dot=False).ok
+    swapped = ref.clone()
+    swapped[4], swapped[5] = -float("inf"), float("inf")
+    assert compare_outputs(swapped, ref, has_dot=False).kind == "nan_mismatch"
+
+
+@pytest.mark.parametrize(
+    "scale", [pytest.param(1e-6, id="tiny"), pytest.param(1.0, id="unit"), pytest.param(1e6, id="huge")]
+)
+def test_the_tolerance_is_scale_free(scale: float) -> None:
+    ref = _ref() * scale
+    assert compare_outputs(_perturb(ref, 1e-6), ref, has_dot=False).ok
+    assert not compare_outputs(_perturb(ref, 1e-2), ref, has_dot=False).ok
+
+
+def test_an_all_zero_reference_needs_near_zero_output() -> None:
+    ref = torch.zeros(100)
+    assert compare_outputs(torch.zeros(100), ref, has_dot=False).ok
+    assert not compare_outputs(torch.full((100,), 1e-2), ref, has_dot=False).ok
+
+
+def test_integer_outputs_are_exact() -> None:
+    ref = torch.arange(10)
+    assert compare_outputs(ref.clone(), ref, has_dot=False).ok
+    wrong = ref.clone()
+    wrong[2] = 0
+    assert compare_outputs(wrong, ref, has_dot=False).kind == "incorrect"
+
+
+def test_unchanged_fraction() -> None:
+    a, b = _ref(seed=0), _ref(seed=1)
+    assert unchanged_fraction(a, b, a, b, has_dot=False) == 0.0  # an honest kernel
+    assert unchanged_fraction(a, a, a, b, has_dot=False) == 1.0  # a cached answer
+    assert unchanged_fraction(a, b, a, a.clone(), has_dot=False) is None  # the reference did not change
+
+
+# ---------------------------------------------------------------- end to end, real sandbox
+
+
+@pytest.fixture(scope="module")
+def executor() -> Executor:
+    return Executor("cpu")
+
+
+@pytest.mark.parametrize(
+    ("module", "checked"),
+    [
+        pytest.param("correct_add.py", ["case 0", "case 1", "verify 0"], id="elementwise"),
+        pytest.param("correct_softmax.py", ["case 0", "verify 0"], id="row-softmax"),
+        pytest.param("correct_matmul.py", ["case 0", "verify 0"], id="small-matmul"),
+    ],
+)
+def test_correct_modules_pass_through_the_interpreter(
+    executor: Executor, module: str, checked: list[str]
+) -> None:
+    outcome = executor.verify(str(MODULES / module), seeds=(0, 1))
+    assert outcome.ok, outcome.error
+    assert outcome.passed
+    assert outcome.verdict is Verdict.UNTIMED  # cpu: correct, never timed
+    assert outcome.checked == checked
+    assert outcome.timing is not None and not outcome.timing.timed
+    for case in outcome.cases:
+        assert case.correct and case.launches >= 1
+        assert case.seeds == (0, 1)
+        assert case.sensitivity == "changes with input"
+    if module == "correct_matmul.py":
+        assert outcome.cases[0].flops == 2 * 32 * 32 * 32
+        assert outcome.cases[0].tolerance["l2"] == TOLERANCES[("float32", True)].l2
+
+
+def test_cases_too_large_for_the_interpreter_are_skipped_and_named(executor: Executor) -> None:
+    outcome = executor.verify(str(MODULES / "correct_add.py"), seeds=(0,), options={"cpu_max_elements": 3000})
+    assert outcome.passed
+    assert outcome.checked == ["case 0", "verify 0"]
+    assert [s["label"] for s in outcome.skipped] == ["case 1"]
+    assert outcome.skipped[0]["numel"] == 4096
+
+
+def test_a_candidate_is_judged_against_the_parents_model(executor: Executor) -> None:
+    outcome = executor.verify(
+        str(MODULES / "correct_add.py"), str(MODULES / "candidate_redefines_model.py"), seeds=(0,)
+    )
+    assert not outcome.passed
+    assert outcome.reason == "incorrect"
+    assert outcome.verdict is Verdict.FAILED
+    assert outcome.cases and not outcome.cases[-1].correct
