@@ -161,6 +161,7 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             record["status"] = "ok"
             record["final_check"], extra_s = final_check(executor, result, args)
             record["device_s"] = round((record.get("device_s") or 0.0) + extra_s, 3)
+        record["jobs"] = job_summary(executor)
         if observer.stopped_by_deadline:
             record["stop_detail"] = (record.get("stop_detail") or "") + " (operator time budget)"
     except Exception as exc:  # an operator that breaks the harness must not stop the suite
@@ -168,6 +169,16 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
         record["traceback"] = traceback.format_exc()[-4000:]
     record["wall_s"] = round(time.monotonic() - t0, 3)
     return record
+
+
+def job_summary(executor: Any) -> dict[str, dict[str, float]]:
+    """Child jobs by kind: how many and their wall seconds (what the device time went to)."""
+    out: dict[str, dict[str, float]] = {}
+    for c in getattr(executor, "costs", []):
+        row = out.setdefault(c.job, {"n": 0, "wall_s": 0.0})
+        row["n"] += 1
+        row["wall_s"] = round(row["wall_s"] + c.wall_s, 3)
+    return out
 
 
 def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
@@ -184,7 +195,7 @@ def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> 
         path.write_text(result.best_source)
         outcome = executor.verify(str(path), seeds=list(FINAL_CHECK_SEEDS), time=False)
     device_s = float(getattr(outcome, "device_s", 0.0) or 0.0)
-    return ("ok" if outcome.ok else "incorrect"), device_s
+    return ("ok" if outcome.ok and outcome.passed else "incorrect"), device_s
 
 
 # --- many operators ---------------------------------------------------------------------------
@@ -284,15 +295,20 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
 
 def _one_line(rec: dict) -> str:
     if rec.get("status") != "ok":
-        return f"[{rec['name']}] {rec.get('status')}: {(rec.get('error') or '')[:200]}"
-    up = rec.get("speedup_over_initial")
-    eager = rec.get("speedup_over_eager")
-    sol = rec.get("pct_sol")
+        return f"[{rec['name']}] {rec.get('status')}: {(rec.get('error') or '')[:300]}"
+
+    def x(v: float | None, fmt: str = ".2f", unit: str = "x") -> str:
+        return "-" if v is None else f"{v:{fmt}}{unit}"
+
+    jobs = ", ".join(
+        f"{k} {v['n']}x{v['wall_s'] / max(1, v['n']):.1f}s" for k, v in (rec.get("jobs") or {}).items()
+    )
     return (
-        f"[{rec['name']}] {up or 0:.2f}x over initial, {eager or 0:.2f}x over eager, "
-        f"{sol if sol is not None else float('nan'):.1f} %SOL, {rec.get('rounds_used')} rounds, "
-        f"winning tiers {rec.get('winning_tiers')}, device {rec.get('device_s') or 0:.1f} s, "
-        f"wall {rec.get('wall_s') or 0:.1f} s, stop {rec.get('stop_reason')}, final check {rec.get('final_check')}"
+        f"[{rec['name']}] {x(rec.get('speedup_over_initial'))} over initial, "
+        f"{x(rec.get('speedup_over_eager'))} over eager, %SOL {x(rec.get('initial_pct_sol'), '.1f', '')} -> "
+        f"{x(rec.get('pct_sol'), '.1f', '')}, {rec.get('rounds_used')} rounds, winning tiers "
+        f"{rec.get('winning_tiers')}, device {rec.get('device_s') or 0:.1f} s, wall {rec.get('wall_s') or 0:.1f} s, "
+        f"stop {rec.get('stop_reason')}, final check {rec.get('final_check')}; jobs: {jobs}"
     )
 
 
