@@ -85,7 +85,9 @@ def decision_json(d: DecisionRecord | Any) -> dict[str, Any]:
     return {"decision": str(d)}
 
 
-def case_json(c: CaseTiming, parent_ms: float | None = None) -> dict[str, Any]:
+def case_json(
+    c: CaseTiming, parent_ms: float | None = None, *, against_parent: bool = False
+) -> dict[str, Any]:
     out = {
         "index": c.index,
         "time_ms": _finite(c.time_ms),
@@ -94,7 +96,7 @@ def case_json(c: CaseTiming, parent_ms: float | None = None) -> dict[str, Any]:
         "pct_sol": _finite(c.pct_sol),
         "speedup_over_eager": _finite(c.speedup_over_eager),
     }
-    if parent_ms is not None or c.time_ms is not None:
+    if against_parent:  # a candidate's case: its parent's time in the same process, and the ratio
         out["parent_ms"] = _finite(parent_ms)
         out["speedup"] = _finite(parent_ms / c.time_ms) if (parent_ms and c.time_ms) else None
     return out
@@ -119,7 +121,7 @@ def outcome_json(o: CandidateOutcome) -> dict[str, Any]:
         "error_kind": o.error_kind,
         "message": o.message,
         "timed": o.timed,
-        "cases": [case_json(c, p) for c, p in zip(o.cases, parents, strict=False)],
+        "cases": [case_json(c, p, against_parent=True) for c, p in zip(o.cases, parents, strict=False)],
         "speedup": _finite(o.speedup),
         "noise": _finite(o.noise),
         "suspect": o.suspect,
