@@ -124,7 +124,7 @@ def _requeue_lost(run_id: int, heartbeat: datetime | None, now: datetime, report
         report.requeued.append(run_id)
 
 
-def with_last_error(message: str):
+def with_last_error(message: str) -> Concat:
     """`message`, then the error already stored on the row (the last attempt's), if any."""
     text = TextField()
     return Concat(

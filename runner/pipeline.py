@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from diagnosis.engine.loop import LoopConfig, LoopResult, StopReason, run_loop
@@ -118,7 +118,7 @@ def claim_run(run_id: int) -> Claim | None:
     return claim
 
 
-def owned(claim: Claim):
+def owned(claim: Claim) -> QuerySet[DiagnosisRun]:
     """The run's row, only while this claim still owns it."""
     return DiagnosisRun.objects.filter(id=claim.run_id, status=Status.RUNNING, worker=claim.worker)
 

@@ -12,6 +12,11 @@ whose worker stopped sending heartbeats and sends them again.
 
 A node consumes the queues of the devices it has, one run at a time per accelerator, e.g.
 `python manage.py rundramatiq --processes 1 --threads 1 --queues cuda` on a one-GPU node.
+
+A message stays unacknowledged while its run executes. RabbitMQ closes a channel whose
+delivery stays unacknowledged past its `consumer_timeout` (30 minutes by default), so raise
+it on the broker for long runs (`consumer_timeout = 86400000` in rabbitmq.conf). If it fires
+anyway the message is delivered again, and the claim makes that delivery a no-op.
 """
 
 from __future__ import annotations
