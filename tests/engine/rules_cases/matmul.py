@@ -73,4 +73,4 @@ def get_input_cases():
 
 
 def get_verify_inputs():
-    return [_make(300, 200, 100), _make(37, 129, 77), _make(1, 70, 33)]
+    return [_make(600, 200, 40), _make(37, 129, 77), _make(1, 70, 33)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
@@ -452,10 +452,6 @@ def subst_names(node: cst.CSTNode, make: Callable[[cst.Name], cst.BaseExpression
     """Replace read names under `node` by `make(name)` when it returns an expression."""
 
     class T(cst.CSTTransformer):
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)  # only the value side holds names
-            return True
-
         def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> Any:
             return updated_node.with_changes(attr=original_node.attr)
 
@@ -493,14 +489,6 @@ class TensorValue:
 
     def numel(self) -> int:
         return math.prod(self.shape)
-
-
-@dataclass
-class CaseValues:
-    """Known values of a wrapper's locals for one case (tensors as shapes, ints)."""
-
-    case: CaseShape
-    env: dict[str, Any] = field(default_factory=dict)
 
 
 TENSOR_DTYPES = frozenset(
@@ -744,26 +732,6 @@ REDUCTIONS = frozenset(
         "tl.prod",
     }
 )
-
-
-def pointer_roots(kernel: Kernel, node: cst.CSTNode, bindings: Bindings | None = None) -> set[str]:
-    """The kernel parameters an expression's value is built from (through local bindings)."""
-    bindings = bindings or Bindings(kernel.node)
-    params = set(kernel.params)
-    seen: set[str] = set()
-    todo = list(names_in(node))
-    roots: set[str] = set()
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n in params:
-            roots.add(n)
-        for b in bindings.by_name.get(n, []):
-            source = b.value if b.value is not None else b.unpack if b.unpack is not None else b.statement
-            todo.extend(names_in(source))
-    return roots
 
 
 def base_params(kernel: Kernel, node: cst.CSTNode, bindings: Bindings | None = None) -> set[str]:
