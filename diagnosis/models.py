@@ -282,6 +282,9 @@ class Review(models.Model):
     class Meta:
         ordering = ["-created"]
 
+    def __str__(self) -> str:
+        return f"{self.decision} of proposal {self.proposal_id} by {self.reviewer_id}"
+
 
 class Pattern(models.Model):
     """A rewrite distilled from accepted proposals; tier 0 matches it on later kernels of the team."""
