@@ -162,7 +162,8 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             record["final_check"], extra_s = final_check(executor, result, args)
             record["device_s"] = round((record.get("device_s") or 0.0) + extra_s, 3)
         record["jobs"] = job_summary(executor)
-        if observer.stopped_by_deadline:
+        if observer.stopped_by_deadline:  # the loop says 'cancelled'; say whose budget it was
+            record["stop_reason"] = "op_budget"
             record["stop_detail"] = (record.get("stop_detail") or "") + " (operator time budget)"
     except Exception as exc:  # an operator that breaks the harness must not stop the suite
         record["error"] = f"{type(exc).__name__}: {exc}"
@@ -370,17 +371,21 @@ METHOD = """\
   evidence fails to localize, narrow to one family or explain), proposes one rewrite and
   verifies it. The loop stops at the round budget, at 85 % of speed-of-light (geomean of the
   cases), or when consecutive rounds find nothing left to try.
-- **Correctness.** A candidate must match `Model` on every timed case and every
-  `get_verify_inputs` case, NaN/Inf in the same places, dtype-aware tolerances; it must launch
-  Triton kernels and its output must change with its input. Several seeds on the verify inputs
-  and the main case; one seed on the other (large) timed cases. After the loop, the best
-  version is verified once more on two fresh seeds ("final check").
+- **Correctness.** The initial version is verified over three seeds on every case. A
+  candidate is verified over one seed on every timed case and every `get_verify_inputs` case,
+  in the same child job that times it: the child draws every case's inputs for each seed on
+  the CPU, so each extra seed costs a full set of large inputs and a reference run per case.
+  The gate: match `Model` within dtype-aware tolerances, NaN/Inf in the same places, launch
+  Triton kernels, and change the output when the input changes (each case is run again on a
+  second input set). A candidate may not change `Model` or the input functions. After the
+  loop, the best version is verified once more on two fresh seeds ("final check").
 - **Timing.** `triton.testing.do_bench`-style: warm-up first, L2 flushed between repetitions,
   the median of the repetitions. A candidate is timed against its parent *in the same
   process*, interleaved, so the two see the same clocks and the same GPU state.
 - **Noise floor.** The parent's repeated medians in that process give the relative spread
-  (max - min) / min, at least 1 %; a candidate counts as faster only when the geomean speedup
-  over the cases exceeds 1 + floor and no case is slower by more than the floor. A time below
+  (max - min) / min, at least 1 %, and at least the loop's minimum gain of 2 %; a candidate
+  counts as faster only when the geomean speedup over the cases exceeds 1 + floor and no case
+  is slower by more than the floor. A time below
   the datasheet speed-of-light bound is flagged suspect and never counted as a win.
 - **Speedups.** Per operator, the geomean over its 5 shape cases. "vs initial" multiplies the
   same-process speedups of the accepted rounds (each measured against its own parent), so
@@ -405,7 +410,12 @@ def render_results_md(result: dict[str, Any], json_name: str) -> str:
         "",
         f"Latest: `bench/results/{json_name}`, {meta.get('date', '?')}, device {meta.get('device_name') or '?'} "
         f"({meta.get('device', '?')}), {meta.get('rounds', '?')} rounds per operator, "
-        f"{len(ops)} operators from `{meta.get('source', '?')}`.",
+        f"{len(ops)} operators from `{meta.get('source', '?')}`"
+        + (f" matching `{meta['only']}`" if meta.get("only") else "")
+        + (f", at most {meta['op_budget']:.0f} s per operator" if meta.get("op_budget") else "")
+        + ".",
+        "",
+        f"Command: `{meta['command']}`" if meta.get("command") else "",
         "",
         "## Summary",
         "",
@@ -422,7 +432,27 @@ def render_results_md(result: dict[str, Any], json_name: str) -> str:
     not_run = [o["name"] for o in ops if o.get("status") == "not_run"]
     if not_run:
         lines += ["Not run (time budget): " + ", ".join(not_run), ""]
+    lines += ["## Where the device time went", "", cost_table(ops), ""]
     return "\n".join(lines) + "\n" + METHOD
+
+
+def cost_table(ops: list[dict[str, Any]]) -> str:
+    """Per operator: the baseline's device seconds and the child jobs by kind (count x mean)."""
+    kinds = ["verify", "profile", "compile", "time", "validate", "capture"]
+    rows = []
+    for o in ops:
+        if o.get("status") == "not_run":
+            continue
+        jobs = o.get("jobs") or {}
+        cells = [
+            f"{j['n']} x {j['wall_s'] / max(1, j['n']):.1f}" if (j := jobs.get(k)) else "-" for k in kinds
+        ]
+        rows.append(
+            [o["name"], f"{o.get('baseline_device_s') or 0:.1f}", *cells, f"{o.get('device_s') or 0:.1f}"]
+        )
+    used = [i for i, k in enumerate(kinds) if any(r[2 + i] != "-" for r in rows)]
+    header = ["operator", "baseline s", *[f"{kinds[i]} (n x s)" for i in used], "device s"]
+    return report.markdown_table(header, [[r[0], r[1], *[r[2 + i] for i in used], r[-1]] for r in rows])
 
 
 def write_outputs(result: dict[str, Any], out_dir: Path, results_md: Path | None) -> tuple[Path, Path]:
@@ -510,6 +540,11 @@ def main(argv: list[str] | None = None) -> int:
         "max_tier": args.max_tier,
         "jobs": args.jobs,
         "time_budget": args.time_budget,
+        "op_budget": args.op_budget,
+        "job_timeout": args.job_timeout,
+        "only": args.only,
+        "commit": _commit(),
+        "command": " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])]),
         "source": ", ".join(sorted({str(Path(p)) for p in (args.paths or ["bench/suite"])})),
         "wall_s": round(time.monotonic() - t0, 1),
         "python": sys.version.split()[0],
@@ -529,14 +564,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _versions() -> dict[str, str]:
+    from importlib import metadata
+
     out = {}
     for name in ("torch", "triton", "numpy", "libcst"):
         try:
-            mod = __import__(name)
-            out[name] = str(getattr(mod, "__version__", "?"))
-        except ImportError:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
             out[name] = "missing"
     return out
+
+
+def _commit() -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() or None
 
 
 if __name__ == "__main__":
