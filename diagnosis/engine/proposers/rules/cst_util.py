@@ -837,6 +837,35 @@ def divisor_literals(node: cst.CSTNode) -> list[cst.Integer]:
     return out
 
 
+def closure(node: cst.CSTNode, bindings: Bindings, skip: set[str]) -> list[cst.CSTNode]:
+    """`node` and the values of every local it reads, transitively (names in `skip` not followed)."""
+    out = [node]
+    seen: set[str] = set(skip)
+    todo = list(names_in(node) - skip)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for b in bindings.by_name.get(n, []):
+            src = b.value if b.value is not None else b.unpack if b.unpack is not None else b.statement
+            out.append(src)
+            todo.extend(names_in(src) - seen)
+    return out
+
+
+def depends_on_block(nodes: list[cst.CSTNode], names: dict[str, str], tuned: dict[str, int]) -> bool:
+    """Does any of `nodes` read a local holding a block size (`names`) or divide by one of the
+    block values (`triton.cdiv(n, 1024)` when 1024 is a block)?"""
+    values = set(tuned.values())
+    for node in nodes:
+        if names_in(node) & set(names):
+            return True
+        if any(int_literal(lit) in values for lit in divisor_literals(node)):
+            return True
+    return False
+
+
 def make_decorator(text: str) -> cst.Decorator:
     """A decorator node from its source (without the '@')."""
     fn = cst.parse_statement(f"@{text}\ndef _f():\n    pass\n")

@@ -210,33 +210,6 @@ def _literal_bindings(launch: cu.Launch, kernel: cu.Kernel, bindings: cu.Binding
     return tuned, names, rowwise
 
 
-def _closure(node: cst.CSTNode, bindings: cu.Bindings, skip: set[str]) -> list[cst.CSTNode]:
-    """`node` and the values of every local it reads, transitively (names in `skip` not followed)."""
-    out = [node]
-    seen: set[str] = set(skip)
-    todo = list(cu.names_in(node) - skip)
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        for b in bindings.by_name.get(n, []):
-            src = b.value if b.value is not None else b.unpack if b.unpack is not None else b.statement
-            out.append(src)
-            todo.extend(cu.names_in(src) - seen)
-    return out
-
-
-def _depends_on_block(nodes: list[cst.CSTNode], names: dict[str, str], tuned: dict[str, int]) -> bool:
-    values = set(tuned.values())
-    for node in nodes:
-        if cu.names_in(node) & set(names):
-            return True
-        if any(cu.int_literal(lit) in values for lit in cu.divisor_literals(node)):
-            return True
-    return False
-
-
 def _rewrite_grid(plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta: str) -> cst.BaseExpression | None:
     """The grid expression with block constants replaced by meta[...]; None when unsafe."""
     launch, kernel = plan.launch, plan.kernel
@@ -260,7 +233,7 @@ def _rewrite_grid(plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta
         # indirect dependence (a local computed from the block) cannot be rewritten
         others = [n for n in cu.names_in(value) if n not in names]
         for n in others:
-            if _depends_on_block(_closure(cst.Name(n), bindings, set()), names, plan.tuned):
+            if cu.depends_on_block(cu.closure(cst.Name(n), bindings, set()), names, plan.tuned):
                 return None
         edits: list[tuple[cst.CSTNode, Any]] = []
         for lit in cu.divisor_literals(value):
@@ -351,7 +324,7 @@ def _plan(source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleIn
     for a in launch.call.args:
         if a.keyword is not None and a.keyword.value in skip_args:
             continue
-        if _depends_on_block(_closure(a.value, bindings, set()), names, tuned):
+        if cu.depends_on_block(cu.closure(a.value, bindings, set()), names, tuned):
             return None
 
     taken = cu.all_names(launch.function)
