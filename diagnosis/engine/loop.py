@@ -1,11 +1,27 @@
 """The round loop of DESIGN.md section 2: diagnose the best verified version, propose, verify.
 
-`run_loop(source, executor=..., config=...)` validates and verifies the uploaded version once
-(its times are the baseline), then runs rounds on the current best verified version: tier 0
-on the source, then tiers 1-3 only while the accumulated evidence fails one of the three tests
-(localizes, narrows to one family, explains); a proposal backed by that evidence is verified
-(correct on every case, timed against its parent in the same process) and, when it is faster
-above the noise floor and not suspect, becomes the parent of the next round.
+`run_loop(source, executor=..., config=...)` verifies the uploaded version once (its times are
+the baseline), then runs rounds on the current best verified version: tier 0 on the source,
+then tiers 1-3 only while the accumulated evidence fails one of the three tests (localizes,
+narrows to one family, explains); a proposal backed by that evidence is verified (correct on
+every case, timed against its parent in the same process) and, when it is faster above the
+noise floor and not suspect, becomes the parent of the next round. A round whose evidence
+explains nothing, or whose families have no applicable rewrite, is inconclusive: the
+proposer is not asked to guess. Families that failed or gave no gain on a source are not
+tried again on that source (the proposer gets that history).
+
+Device time is what a run is short of, so no child job is repeated:
+
+* the initial version gets one verify job (every seed, no timing: the gate covers what the
+  validate job checks, so that job is skipped) and one profile job, whose times are the
+  baseline *and* round 1's tier-1 evidence;
+* a candidate gets ONE job: the gate and the same-process timing against its parent
+  (`Executor.verify(..., time=True)`); when it wins, those times are the new parent's, so no
+  timing job follows a promotion;
+* tier 1 profiles a parent at most once; tiers 2 and 3 share one compile job with pass dumps;
+  counterfactual recompiles are cached per override; every tier result is cached per source,
+  so rounds that stay on one parent re-read evidence at no cost;
+* a candidate source is never verified twice; all jobs of a run share one Triton cache.
 
 Plain Python: no Django. The Django worker persists as the loop goes through `LoopObserver`.
 """
