@@ -120,9 +120,12 @@ class RulesProposer:
             if f.family in _REGISTRY:
                 by_family.setdefault(f.family, []).append(f)
         skip = context.failed_families()
+        # the family of the first finding leads (the round loop puts its hypothesis first),
+        # then by severity and estimated gain
+        lead = next((f.family for f in findings if f.family in by_family), None)
         families = sorted(
             (fam for fam in by_family if fam not in skip),
-            key=lambda fam: _rank(by_family[fam]),
+            key=lambda fam: (fam == lead, *_rank(by_family[fam])),
             reverse=True,
         )
         rewrites: list[tuple[list[Family], Rewrite, list[Finding]]] = []
