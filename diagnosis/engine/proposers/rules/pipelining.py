@@ -1,0 +1,118 @@
+"""PIPELINING: let the dot loop of a GEMM-like kernel be software-pipelined.
+
+Matches a kernel that calls `tl.dot` inside a loop and is launched (or autotuned) with
+`num_stages` of 1 or 2, or with `num_warps` of 1 or 2. The launch keyword (or each autotune
+config's) becomes `num_stages=3` / `num_warps=4`. Values are read from literals, from locals
+or module constants bound once to a literal; anything else is left alone.
+
+Correct by construction: `num_stages` and `num_warps` are compile options, not semantics; the
+kernel computes the same values with any of them. Only the schedule changes: with 3 stages
+Triton's pipeliner issues the next tiles' loads (cp.async / TMA) while the current tile's
+wgmma runs, which needs the loads to qualify (16-byte aligned, divisible strides).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import cst_util as cu
+
+STAGES = 3
+WARPS = 4
+
+
+def _module_ints(tree: cst.Module) -> dict[str, int]:
+    out: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for st in tree.body:
+        for name, value in cu.simple_assigns(st):
+            counts[name] = counts.get(name, 0) + 1
+            v = cu.int_literal(value)
+            if v is not None:
+                out[name] = v
+    return {k: v for k, v in out.items() if counts[k] == 1}
+
+
+def _value(node: cst.BaseExpression, bindings: cu.Bindings | None, consts: dict[str, int]) -> int | None:
+    v = cu.resolve_int(node, bindings)
+    if v is None and isinstance(node, cst.Name) and (bindings is None or node.value not in bindings.by_name):
+        v = consts.get(node.value)
+    return v
+
+
+def _dot_in_loop(kernel: cu.Kernel) -> bool:
+    return any(
+        isinstance(loop, (cst.For, cst.While)) and any(cu.is_call(n, "tl.dot") for n in cu.walk(loop.body))
+        for loop in cu.walk(kernel.node.body)
+    )
+
+
+def _fix_args(args: list[cst.Arg], value_of: Any) -> tuple[list[tuple[cst.CSTNode, Any]], list[str]]:
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    notes: list[str] = []
+    for a in args:
+        if a.keyword is None:
+            continue
+        v = value_of(a.value)
+        if a.keyword.value == "num_stages" and v is not None and v < STAGES:
+            edits.append((a.value, cst.Integer(str(STAGES))))
+            notes.append(f"num_stages {v} -> {STAGES}")
+        elif a.keyword.value == "num_warps" and v is not None and v < WARPS:
+            edits.append((a.value, cst.Integer(str(WARPS))))
+            notes.append(f"num_warps {v} -> {WARPS}")
+    return edits, notes
+
+
+@transform(Family.PIPELINING)
+def pipeline_dot_loops(source: str, inp: RuleInput) -> Rewrite | None:
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    consts = _module_ints(tree)
+    kernels = cu.find_kernels(tree)
+    launches = cu.find_launches(tree, kernels)
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    done: list[str] = []
+    notes: list[str] = []
+    for k in kernels.values():
+        if not inp.wants(k.name) or not _dot_in_loop(k):
+            continue
+        found: list[tuple[cst.CSTNode, Any]] = []
+        what: list[str] = []
+        for d in k.node.decorators:
+            call = d.decorator
+            if cu.decorator_name(d) not in ("triton.autotune", "autotune") or not isinstance(call, cst.Call):
+                continue
+            for n in cu.walk(call):
+                if cu.is_call(n, "triton.Config", "Config"):
+                    e, w = _fix_args(list(n.args), lambda x: _value(x, None, consts))
+                    found += e
+                    what += w
+        for lc in (lc for lc in launches if lc.kernel == k.name):
+            wb = cu.Bindings(lc.function)
+            e, w = _fix_args(list(lc.call.args), lambda x, wb=wb: _value(x, wb, consts))
+            found += e
+            what += w
+        if found:
+            edits += found
+            done.append(k.name)
+            notes.append(f"{k.name}: {', '.join(sorted(set(what)))}")
+    if not edits:
+        return None
+    new = cu.replace(tree, edits)
+    return Rewrite(
+        source=new.code,
+        family=Family.PIPELINING,
+        kernels=tuple(done),
+        mechanism="; ".join(notes) + " (compile options only).",
+        effect=(
+            "with num_stages >= 3 the dot loop's next tiles are loaded asynchronously while the current "
+            "tile's MMA runs, hiding global-memory latency; with 4 warps (one warpgroup) Hopper can issue "
+            "wgmma. Large for GEMMs that were latency-bound; nothing when the loads do not qualify for "
+            "cp.async (then HINTS on strides/alignment come first)."
+        ),
+    )

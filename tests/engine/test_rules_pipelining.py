@@ -1,0 +1,58 @@
+"""PIPELINING: num_stages / num_warps of dot loops raised so the loop can be pipelined."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.rules import apply_family
+from tests.engine.rules_cases import harness as h
+
+MATMUL = h.source("matmul.py")
+LAUNCH = "            BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,\n"
+
+
+def with_options(options: str) -> str:
+    return MATMUL.replace(LAUNCH, LAUNCH.rstrip("\n") + f" {options}\n")
+
+
+FIX = [
+    pytest.param(with_options("num_stages=1,"), ["BLOCK_K=32, num_stages=3,\n"], id="stages-literal"),
+    pytest.param(
+        "NUM_STAGES = 2\n" + with_options("num_stages=NUM_STAGES,"), ["BLOCK_K=32, num_stages=3,\n"],
+        id="stages-module-constant",
+    ),
+    pytest.param(
+        with_options("num_warps=1, num_stages=4,"), ["BLOCK_K=32, num_warps=4, num_stages=4,\n"], id="one-warp"
+    ),
+    pytest.param(
+        MATMUL.replace(
+            "@triton.jit\ndef matmul_kernel(",
+            "@triton.autotune(configs=[triton.Config({}, num_warps=8, num_stages=1), triton.Config({}, num_warps=2)],"
+            " key=['M'])\n@triton.jit\ndef matmul_kernel(",
+        ),
+        ["triton.Config({}, num_warps=8, num_stages=3), triton.Config({}, num_warps=4)"],
+        id="autotune-configs",
+    ),
+]
+
+NOOP = [
+    pytest.param(MATMUL, id="default-options"),
+    pytest.param(with_options("num_stages=3, num_warps=8,"), id="already-pipelined"),
+    pytest.param(h.source("vec_add.py").replace("num_warps=4", "num_warps=1"), id="no-dot"),
+    pytest.param(with_options("num_stages=stages,"), id="runtime-value"),
+]
+
+
+@pytest.mark.parametrize(("before", "present"), FIX)
+def test_it_raises_stages_and_warps_of_dot_loops(before: str, present: list[str]) -> None:
+    rw = apply_family(Family.PIPELINING, before, h.rule_input())
+    assert rw is not None
+    assert h.parses(rw.source)
+    for text in present:
+        assert text in rw.source
+
+
+@pytest.mark.parametrize("before", NOOP)
+def test_it_leaves_other_launches_alone(before: str) -> None:
+    assert apply_family(Family.PIPELINING, before, h.rule_input()) is None
