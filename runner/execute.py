@@ -48,7 +48,8 @@ class Outcome:
     error: JobError | None = None
     wall_s: float = 0.0  # the child's wall-clock seconds
     device_s: float = 0.0  # accelerator seconds: wall_s on cuda / npu, 0 on cpu
-    network: str = ""  # 'isolated' or 'not isolated (<reason>)'
+    network: str = ""  # network namespace: 'isolated' or 'not isolated (<reason>)'
+    processes: str = ""  # PID namespace: 'isolated' or 'not isolated (<reason>)'
 
     @property
     def kind(self) -> str | None:
@@ -337,6 +338,7 @@ class Executor:
             "wall_s": response.wall_s,
             "device_s": response.wall_s if self.device != "cpu" else 0.0,
             "network": response.network,
+            "processes": response.processes,
         }
 
     # -- jobs

@@ -15,19 +15,28 @@ child runs:
 * with HOME, TMPDIR and the working directory set to its own temporary directory (removed
   afterwards) and TRITON_CACHE_DIR set there, or to a caller's per-run cache directory so the
   jobs of one run reuse compiles;
-* without network where the kernel allows: a small trampoline (`python -m runner.sandbox
-  --trampoline`, a fresh single-threaded process, unlike a `preexec_fn` in a threaded worker)
-  calls unshare(CLONE_NEWNET), or, without CAP_SYS_ADMIN, unshare(CLONE_NEWUSER|CLONE_NEWNET),
-  sets the limits and execs the child. The new namespace has only a loopback device that is
-  down, so every connect fails with ENETUNREACH, 127.0.0.1 included. Where neither call is
-  allowed (some containers, gVisor) the job still runs and the response says
-  `network="not isolated"`; `Limits(network="required")` makes that a `sandbox_error` instead.
+* in new network and PID namespaces where the kernel allows: a small trampoline
+  (`python -m runner.sandbox --trampoline`, a fresh single-threaded process, unlike a
+  `preexec_fn` in a threaded worker) calls unshare(CLONE_NEWNET|CLONE_NEWPID), or, without
+  CAP_SYS_ADMIN, the same with CLONE_NEWUSER (mapping our own uid/gid), sets the limits and
+  starts the child as pid 2 under a tiny init (see `_trampoline`). The network namespace has
+  only a loopback device that is down, so every connect fails with ENETUNREACH, 127.0.0.1
+  included. In the PID namespace the worker's processes have no pid, so the child cannot
+  signal them, and everything it starts (setsid'd grandchildren too) dies when the job ends.
+  Where unshare is refused (some containers, gVisor) the job still runs, the response says
+  `network` / `processes` = "not isolated (<reason>)" and a warning is logged once per
+  process; `Limits(network="required")` makes a missing network namespace a `sandbox_error`.
+
+Measured here (root, Linux 6.18, tests/runner/test_sandbox.py and test_hostile.py): secrets
+in the worker's environment never reach the child; connect() to a port the worker listens on
+fails with ENETUNREACH; os.kill() of a worker-side process fails with ESRCH; a setsid'd
+grandchild is gone when run_job returns; a 10 GB host allocation fails at RLIMIT_AS (`oom`).
 
 What it does not isolate: the file system (the child runs as the worker's user and can read
-what that user can read, e.g. the repository; it can write only files below RLIMIT_FSIZE),
-other processes of the same user, and processes that escape the group with setsid() before
-the wall clock fires. RLIMIT_NPROC is not enforced for root. Use a container or a separate
-user for that.
+what that user can read, e.g. the repository, and write where it may, up to RLIMIT_FSIZE per
+file), /proc (it can see, though not signal, other processes), the GPU (another job's memory
+on a shared device), and CPU/memory shares beyond the rlimits (no cgroups). RLIMIT_NPROC is
+not enforced for root. Use a container or a dedicated user for those.
 
 Outcomes: stdout must be exactly one JSON response; garbage or more than
 `limits.stdout_bytes` is `bad_output`; a wall-clock kill is `timeout`; SIGXCPU is `timeout`;
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import re
 import resource
@@ -57,6 +67,7 @@ from pathlib import Path
 from runner.protocol import JobError, JobRequest, JobResponse
 
 ROOT = Path(__file__).resolve().parent.parent
+logger = logging.getLogger(__name__)
 MARKER = "kernelopt-sandbox:"
 GiB = 1 << 30
 MiB = 1 << 20
@@ -98,6 +109,7 @@ ENV_ALLOW_PREFIXES = ("LC_", "NVIDIA_", "ASCEND_")
 ENV_DENY = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DSN)", re.IGNORECASE)
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 
 
@@ -114,6 +126,7 @@ class Limits:
     stdout_bytes: int = 64 * MiB
     stderr_bytes: int = 64 * 1024  # the tail kept
     network: str = "auto"  # auto: isolate where possible; required: fail if not possible; off
+    processes: str = "auto"  # PID namespace: auto (where possible) or off
 
     # job -> (cpu wall seconds, device wall seconds)
     DEFAULT_WALL = {
@@ -141,6 +154,7 @@ class SandboxResponse(JobResponse):
     """A JobResponse plus what the sandbox saw from outside the child."""
 
     network: str = "not isolated"  # 'isolated' or 'not isolated (<reason>)'
+    processes: str = "not isolated"  # PID namespace: 'isolated' or 'not isolated (<reason>)'
     returncode: int | None = None
     wall_s: float = 0.0  # wall-clock seconds of the child, start to exit (device time for accounting)
     stderr_tail: str = ""
@@ -220,10 +234,11 @@ def _trampoline_config(request: JobRequest, limits: Limits) -> dict:
         "RLIMIT_NOFILE": limits.nofile,
         "RLIMIT_FSIZE": limits.fsize_bytes,
         "RLIMIT_NPROC": limits.nproc,
+        "RLIMIT_CORE": 0,  # no core files of user code in the job directory
     }
     if request.device == "cpu" and limits.address_space_bytes:
         rlimits["RLIMIT_AS"] = limits.address_space_bytes
-    return {"rlimits": rlimits, "network": limits.network}
+    return {"rlimits": rlimits, "network": limits.network, "processes": limits.processes}
 
 
 def _run(request: JobRequest, limits: Limits, python: str, home: Path, cache: Path) -> SandboxResponse:
@@ -249,55 +264,47 @@ def _run(request: JobRequest, limits: Limits, python: str, home: Path, cache: Pa
     stdout, stderr, timed_out, overflow = _communicate(proc, request.dumps().encode(), limits)
     wall = time.monotonic() - started
     head, tail = stderr
-    network, marker_error = _network_status(head)
+    network, processes, marker_error = _isolation_status(head)
     stderr_tail = _strip_marker(tail)
     rc = proc.returncode
+    if network != "isolated" or processes != "isolated":
+        _warn_once(f"sandbox: network {network}, processes {processes}")
+
+    def failure(kind: str, message: str) -> SandboxResponse:
+        return _failure(request, kind, message, stderr_tail, rc, wall, network, processes)
 
     if marker_error:
-        return _failure(request, "sandbox_error", marker_error, stderr_tail, rc, wall, network)
+        return failure("sandbox_error", marker_error)
     if timed_out:
-        return _failure(
-            request,
+        return failure(
             "timeout",
-            f"the job ran past its {limits.wall_s:.0f} s wall-clock limit "
-            "and was killed with its process group",
-            stderr_tail,
-            rc,
-            wall,
-            network,
+            f"the job ran past its {limits.wall_s:.0f} s wall-clock limit and was killed with its process group",
         )
     if overflow:
-        return _failure(
-            request,
-            "bad_output",
-            f"the child wrote more than {limits.stdout_bytes} bytes to stdout",
-            stderr_tail,
-            rc,
-            wall,
-            network,
-        )
+        return failure("bad_output", f"the child wrote more than {limits.stdout_bytes} bytes to stdout")
     text = stdout.decode("utf-8", errors="replace").strip()
     if text:
         try:
             response = JobResponse.loads(text)
         except (ValueError, TypeError, KeyError) as exc:
-            kind, message = (
-                "bad_output",
-                f"the child's stdout is not one job response ({exc}): {text[:200]!r}",
-            )
             if rc is not None and rc < 0:
-                kind, message = _signal_failure(-rc)
-            return _failure(request, kind, message, stderr_tail, rc, wall, network)
+                return failure(*_signal_failure(-rc))
+            return failure(
+                "bad_output", f"the child's stdout is not one job response ({exc}): {text[:200]!r}"
+            )
         if response.error is not None and not response.error.stderr_tail:
             response.error.stderr_tail = stderr_tail
         return SandboxResponse(
-            **vars(response), network=network, returncode=rc, wall_s=round(wall, 3), stderr_tail=stderr_tail
+            **vars(response),
+            network=network,
+            processes=processes,
+            returncode=rc,
+            wall_s=round(wall, 3),
+            stderr_tail=stderr_tail,
         )
     if rc is not None and rc < 0:
-        kind, message = _signal_failure(-rc)
-    else:
-        kind, message = "crashed", f"the child exited with status {rc} without answering"
-    return _failure(request, kind, message, stderr_tail, rc, wall, network)
+        return failure(*_signal_failure(-rc))
+    return failure("crashed", f"the child exited with status {rc} without answering")
 
 
 def _signal_failure(signum: int) -> tuple[str, str]:
@@ -322,6 +329,7 @@ def _failure(
     rc: int | None,
     wall: float,
     network: str = "not isolated",
+    processes: str = "not isolated",
 ) -> SandboxResponse:
     return SandboxResponse(
         ok=False,
@@ -329,10 +337,21 @@ def _failure(
         error=JobError(kind=kind, message=message, stderr_tail=stderr_tail),
         elapsed_s=round(wall, 3),
         network=network,
+        processes=processes,
         returncode=rc,
         wall_s=round(wall, 3),
         stderr_tail=stderr_tail,
     )
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """Log a weaker sandbox once per process (every job of a worker would say the same)."""
+    if message not in _warned:
+        _warned.add(message)
+        logger.warning("%s", message)
 
 
 def _communicate(
@@ -423,16 +442,17 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _network_status(head: str) -> tuple[str, str | None]:
-    """(network status, error) from the trampoline's first stderr line."""
+def _isolation_status(head: str) -> tuple[str, str, str | None]:
+    """(network status, processes status, error) from the trampoline's first stderr line."""
+    unknown = "not isolated (no report from the trampoline)"
     for line in head.splitlines():
         if line.startswith(MARKER):
             value = line[len(MARKER) :].strip()
             if value.startswith("error "):
-                return "not isolated", value[len("error ") :]
-            if value.startswith("network="):
-                return value[len("network=") :], None
-    return "not isolated (no report from the trampoline)", None
+                return "not isolated", unknown, value[len("error ") :]
+            fields = dict(part.strip().split("=", 1) for part in value.split(";") if "=" in part)
+            return fields.get("network", unknown), fields.get("processes", unknown), None
+    return unknown, unknown, None
 
 
 def _strip_marker(text: str) -> str:
@@ -442,36 +462,36 @@ def _strip_marker(text: str) -> str:
 # ---------------------------------------------------------------- trampoline (runs in the child)
 
 
-def _unshare_network() -> str:
-    """Enter a new network namespace; returns the status line value."""
+def _unshare(network: bool, processes: bool) -> tuple[str, str]:
+    """Enter new network and/or PID namespaces; returns (network status, processes status).
+
+    As root (CAP_SYS_ADMIN) a plain unshare works; otherwise a user namespace that maps our own
+    uid and gid (files keep their owners) grants it where the kernel allows unprivileged ones.
+    """
+    flags = (CLONE_NEWNET if network else 0) | (CLONE_NEWPID if processes else 0)
+    off = "not isolated (disabled)"
+    if not flags:
+        return off, off
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) == 0:
-        return "isolated"
+    if libc.unshare(flags) == 0:
+        return ("isolated" if network else off), ("isolated" if processes else off)
     first = os.strerror(ctypes.get_errno())
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
-        # Map our own ids so files keep their owners as the child sees them.
+    if libc.unshare(CLONE_NEWUSER | flags) == 0:
         try:
             Path("/proc/self/setgroups").write_text("deny")
             Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
             Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
         except OSError:
             pass
-        return "isolated"
+        return ("isolated" if network else off), ("isolated" if processes else off)
     second = os.strerror(ctypes.get_errno())
-    return f"not isolated (unshare: {first}; user namespace: {second})"
+    failed = f"not isolated (unshare: {first}; user namespace: {second})"
+    return (failed if network else off), (failed if processes else off)
 
 
-def _trampoline(config_text: str, argv: list[str]) -> None:
-    config = json.loads(config_text)
-    status = "not isolated (disabled)"
-    if config.get("network", "auto") != "off":
-        status = _unshare_network()
-        if config.get("network") == "required" and status != "isolated":
-            print(f"{MARKER} error network isolation required but {status}", file=sys.stderr, flush=True)
-            os._exit(3)
-    print(f"{MARKER} network={status}", file=sys.stderr, flush=True)
-    for name, value in config.get("rlimits", {}).items():
+def _set_rlimits(rlimits: dict[str, int]) -> None:
+    for name, value in rlimits.items():
         res = getattr(resource, name)
         _, hard = resource.getrlimit(res)
         soft = int(value)
@@ -482,7 +502,68 @@ def _trampoline(config_text: str, argv: list[str]) -> None:
         if hard != resource.RLIM_INFINITY:
             new_hard = min(new_hard, hard)
         resource.setrlimit(res, (soft, new_hard))
-    os.execv(argv[0], argv)
+
+
+def _detach_stdio() -> None:
+    """A waiting process keeps no pipe ends of the child's stdin/stdout open."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _status_code(status: int) -> int:
+    """A wait status as a shell-style code: the exit code, or 128 + the signal that killed it."""
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _trampoline(config_text: str, argv: list[str]) -> None:
+    """Runs as `python -m runner.sandbox --trampoline CONFIG -- PROGRAM...` inside the new session.
+
+    Without a PID namespace it sets the limits and execs PROGRAM. With one, the process tree is
+        trampoline (worker's namespace)  ->  init (pid 1 of the new one)  ->  PROGRAM (pid 2)
+    because the first process of a PID namespace is `init`, which ignores signals it has no
+    handler for (SIGXCPU among them) and takes every process of the namespace with it when it
+    exits: so PROGRAM is not init, gets ordinary signal semantics, and whatever it leaves
+    behind (setsid'd grandchildren included) dies when the job ends. PROGRAM cannot signal the
+    worker: the worker's pid does not exist in its namespace. The trampoline passes PROGRAM's
+    fate on: its exit code, or death by the same signal.
+    """
+    config = json.loads(config_text)
+    want_net = config.get("network", "auto") != "off"
+    want_pid = config.get("processes", "auto") != "off"
+    net, pids = _unshare(want_net, want_pid)
+    if config.get("network") == "required" and net != "isolated":
+        print(f"{MARKER} error network isolation required but {net}", file=sys.stderr, flush=True)
+        os._exit(3)
+    print(f"{MARKER} network={net}; processes={pids}", file=sys.stderr, flush=True)
+    _set_rlimits(config.get("rlimits", {}))
+    if pids != "isolated":
+        os.execv(argv[0], argv)
+    init = os.fork()
+    if init == 0:  # pid 1 of the new namespace
+        program = os.fork()
+        if program == 0:
+            os.execv(argv[0], argv)
+        _detach_stdio()
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:  # pragma: no cover - PROGRAM already reaped
+                os._exit(1)
+            if pid == program:
+                os._exit(_status_code(status))
+    _detach_stdio()
+    _, status = os.waitpid(init, 0)
+    code = _status_code(status)
+    if code > 128:  # die the way PROGRAM died, so the sandbox sees the signal
+        import faulthandler
+
+        faulthandler.disable()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(code - 128, signal.SIG_DFL)
+        os.kill(os.getpid(), code - 128)
+    os._exit(code)
 
 
 if __name__ == "__main__":

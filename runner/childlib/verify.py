@@ -362,13 +362,14 @@ def run_candidate(
     """
     import torch
 
+    args = clone_inputs(inputs)  # before poisoning: the clones must not take the NaN blocks
     for size in reversed(poison_sizes):
         backend.poison(size)
     with record_launches(execute=True, target=target) as recorder:
 
         def forward() -> Any:
             with torch.no_grad():
-                out = new(*clone_inputs(inputs))
+                out = new(*args)
             backend.synchronize()
             return out
 

@@ -117,3 +117,9 @@ def test_an_illegal_address_is_a_named_failure_and_we_survive(executor: Executor
     assert outcome.kind in ("device_error", "crashed")
     again = executor.validate(str(MODULES / "gpu_vadd.py"))  # the next job runs normally
     assert again.ok
+
+
+def test_device_out_of_memory_is_oom(executor: Executor) -> None:
+    outcome = executor.verify(str(MODULES / "gpu_oom.py"), seeds=(0,), time=False)
+    print(f"\n[device oom] kind {outcome.kind}: {outcome.error.message[:160] if outcome.error else ''}")
+    assert outcome.kind == "oom"

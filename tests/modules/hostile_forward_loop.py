@@ -8,6 +8,9 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+# The grandchild reports its pid as the worker's /proc sees it (the child may be in a PID namespace).
+SLEEPER = "import os, time\nprint(os.readlink('/proc/self'), flush=True)\ntime.sleep(300)\n"
+
 
 @triton.jit
 def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -22,8 +25,8 @@ class Model(nn.Module):
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        child = subprocess.Popen(["sleep", "300"])
-        print(f"GRANDCHILD_PID={child.pid}", file=sys.stderr, flush=True)
+        child = subprocess.Popen([sys.executable, "-S", "-c", SLEEPER], stdout=subprocess.PIPE, text=True)
+        print(f"GRANDCHILD_PID={child.stdout.readline().strip()}", file=sys.stderr, flush=True)
         while True:
             pass
 

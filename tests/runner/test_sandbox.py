@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -142,11 +145,12 @@ def test_the_child_interpreter_is_configurable_per_device(monkeypatch: pytest.Mo
     assert child_python("cpu") == os.sys.executable  # type: ignore[attr-defined]
 
 
-def test_the_response_says_whether_the_network_was_isolated() -> None:
+def test_the_response_says_whether_network_and_processes_were_isolated() -> None:
     response = run_job(_request("hostile_env.py"))
-    assert response.network == "isolated" or response.network.startswith("not isolated (")
+    for status in (response.network, response.processes):
+        assert status == "isolated" or status.startswith("not isolated (")
     if os.geteuid() == 0:
-        assert response.network == "isolated"
+        assert (response.network, response.processes) == ("isolated", "isolated")
 
 
 def test_required_isolation_is_honoured_where_possible() -> None:
@@ -162,3 +166,45 @@ def test_a_sandbox_response_round_trips_as_a_job_response() -> None:
     again = JobResponse.loads(response.dumps())
     assert again.ok is False and again.error is not None
     assert again.error.kind == "missing_name" and again.job == "validate"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_child_cannot_signal_the_workers_processes(tmp_path: Path) -> None:
+    decoy = subprocess.Popen(["sleep", "60"])
+    try:
+        module = tmp_path / "hostile_kill.py"
+        module.write_text(
+            (MODULES / "hostile_kill.py").read_text().replace("DECOY_PID = 0", f"DECOY_PID = {decoy.pid}")
+        )
+        response = run_job(JobRequest(job="validate", module=str(module)))
+        if response.processes != "isolated":
+            pytest.skip(f"no PID namespace here: {response.processes}")
+        assert response.error is not None and "kill failed" in response.error.message
+        assert decoy.poll() is None
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_grandchildren_that_leave_the_session_die_with_the_job() -> None:
+    response = run_job(_request("hostile_setsid_escape.py"))
+    pid = int(re.search(r"ESCAPED_PID=(\d+)", response.stderr_tail).group(1))  # type: ignore[union-attr]
+    try:
+        if response.processes != "isolated":
+            pytest.skip(f"no PID namespace here: {response.processes}")
+        assert response.error is not None and response.error.kind == "import_error"
+        for _ in range(50):  # the kernel tears the namespace down as its init exits
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        assert not _alive(pid)
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)

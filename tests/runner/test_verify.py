@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from diagnosis.engine.verdict import Verdict
+from diagnosis.engine.verdict import Verdict, median
 from runner.childlib.verify import TOLERANCES, compare_outputs, tolerance_for, unchanged_fraction
 from runner.execute import Executor
 
@@ -180,3 +180,52 @@ def test_a_candidate_is_judged_against_the_parents_model(executor: Executor) -> 
     assert outcome.reason == "incorrect"
     assert outcome.verdict is Verdict.FAILED
     assert outcome.cases and not outcome.cases[-1].correct
+
+
+# ---------------------------------------------------------------- the parent's policy on raw timings
+
+
+def _raw_timing(parent: list[float] | None, candidate: list[float], nbytes: int = 3 * 2**28) -> dict:
+    return {
+        "timed": True,
+        "device": {"name": "NVIDIA H200", "kind": "cuda", "sm_count": 132, "l2_mb": 60.0},
+        "rounds": len(candidate),
+        "cases": [{"index": 0, "label": "case 0", "parent_ms": parent, "candidate_ms": candidate,
+                   "reference_ms": [0.2], "bytes": nbytes, "flops": 0, "dtype": "float32"}],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("parent", "candidate", "verdict", "faster", "suspect"),
+    [
+        pytest.param(
+            [0.64, 0.63, 0.64], [0.19, 0.19, 0.19], Verdict.IMPROVED, True, False, id="three-times-faster"
+        ),
+        pytest.param(
+            [0.20, 0.21, 0.20], [0.198, 0.199, 0.198], Verdict.NO_GAIN, False, False, id="inside-the-floor"
+        ),
+        pytest.param([0.20, 0.20, 0.20], [0.25, 0.25, 0.25], Verdict.SLOWER, False, False, id="slower"),
+        pytest.param([0.64, 0.64], [0.10, 0.10], Verdict.SUSPECT, False, True, id="below-the-speed-of-light"),
+    ],
+)
+def test_timing_comparison(parent: list[float], candidate: list[float], verdict: Verdict, faster: bool,
+                           suspect: bool) -> None:  # fmt: skip
+    from runner.execute import timing_comparison
+
+    timing = timing_comparison(_raw_timing(parent, candidate))
+    assert timing is not None and timing.timed and timing.baseline == "parent"
+    assert (timing.verdict, timing.faster, timing.suspect) == (verdict, faster, suspect)
+    case = timing.cases[0]
+    assert case.sol_ms == pytest.approx(3 * 2**28 / 4800e9 * 1e3)
+    assert case.noise_floor >= 0.01
+    assert case.parent_ms == pytest.approx(median(parent))
+    assert case.candidate_ms == pytest.approx(median(candidate))
+
+
+def test_without_a_parent_the_baseline_is_pytorch_eager() -> None:
+    from runner.execute import timing_comparison
+
+    timing = timing_comparison(_raw_timing(None, [0.19, 0.19]))
+    assert timing is not None and timing.baseline == "reference"
+    assert timing.cases[0].speedup == pytest.approx(0.2 / 0.19)
+    assert timing_comparison({"timed": False, "reason": "no device"}).verdict is Verdict.UNTIMED  # type: ignore[union-attr]
