@@ -56,7 +56,7 @@ def test_time_job_vector_add_against_eager(executor: Executor) -> None:
     (case,) = timing.cases
     assert case.candidate_ms and case.reference_ms
     print(
-        f"\n[time job, {timing.device.name if timing.device else '?'}, network {outcome.network}] "
+        f"\n[time job, {timing.device.name if timing.device else '?'}, network {outcome.network}, processes {outcome.processes}] "
         f"triton {case.candidate_ms:.4f} ms (rounds {list(case.candidate_repeats)}), eager {case.reference_ms:.4f} ms, "
         f"speedup vs eager {case.speedup_vs_reference:.3f}, {case.pct_sol:.1f} %SOL, floor {case.noise_floor:.3f}, "
         f"device {outcome.device_s:.1f} s"
