@@ -1,0 +1,248 @@
+"""HINTS: tell the compiler what is true about offsets, so loads and stores vectorize.
+
+Two transforms, tried in this order:
+
+1. `aligned_copy` acts on compiler findings (CG_VECTORIZATION_BLOCKED) whose `blockers` name
+   integer kernel arguments that lack divisibility (a row stride of 1000, a mask bound of
+   3000: the JIT only specializes divisibility by 16), or, without such findings, on the size
+   arguments of loads/stores that some timed case makes divisible by D but not by 16. It adds a copy of the
+   kernel, `<name>_aligned`, that starts with `arg = arg // D * D` for each of them (D = 16
+   bytes / element size: 4 for fp32, 8 for 16-bit), which the compiler's axis analysis reads
+   as divisibility by D, and launches it only when every such argument is divisible by D:
+
+       if stride % 4 == 0 and n_cols % 4 == 0:  kernel_aligned[grid](...)
+       else:                                    kernel[grid](...)   # unchanged
+
+   Correct by construction: under the guard `arg // D * D == arg`, so the copy computes
+   exactly what the kernel does; other shapes take the original kernel.
+2. `contiguity_hints` (no usable blockers): `offs = pid * BLOCK + tl.arange(0, BLOCK)` gets
+   `offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)` after it, which is always
+   true. Triton usually infers this by itself, so the expected gain is small or nil; the
+   rationale says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import cst_util as cu
+
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+            "int32": 4, "int64": 8, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def _vector_elems(inp: RuleInput) -> int:
+    sizes = {
+        ITEMSIZE[d.removeprefix("torch.")]
+        for c in inp.context.cases
+        for s, d in zip(c.shapes, c.dtypes, strict=False)
+        if s and d.removeprefix("torch.") in ITEMSIZE
+    }
+    return 16 // min(sizes) if sizes and min(sizes) <= 16 else 4
+
+
+def _memory_args(kernel: cu.Kernel) -> set[str]:
+    """Integer parameters read by some load/store address or mask."""
+    bindings = cu.Bindings(kernel.node)
+    out: set[str] = set()
+    for call in kernel.calls("tl.load", "tl.store"):
+        for a in call.args:
+            if a.keyword is None or a.keyword.value in ("pointer", "mask"):
+                out |= {n for node in cu.closure(a.value, bindings, set()) for n in cu.names_in(node)}
+    return out & (set(kernel.params) - set(kernel.constexprs))
+
+
+def _blockers_from_cases(kernel: cu.Kernel, launch: cu.Launch, inp: RuleInput, d: int) -> list[str]:
+    """Size arguments that some timed case makes divisible by `d` but not by 16 (the JIT's
+    own specialization): those launches would vectorize with the guarded copy."""
+    timed = [c for c in inp.context.cases if c.timed]
+    values = cu.launch_values(launch, kernel, timed)
+    used = _memory_args(kernel)
+    out = []
+    for p in kernel.params:
+        if p not in used:
+            continue
+        vals = [v.get(p) for v in values]
+        ints = [v for v in vals if isinstance(v, int) and not isinstance(v, bool)]
+        if ints and any(v % 16 and v % d == 0 for v in ints):
+            out.append(p)
+    return out
+
+
+def _blockers(inp: RuleInput, kernel: cu.Kernel) -> list[str]:
+    names: list[str] = []
+    for f in inp.findings:
+        if f.kernel and f.kernel != kernel.name:
+            continue
+        for b in f.args.get("blockers", ()) or ():
+            if not isinstance(b, dict) or b.get("role") not in ("offset", "mask"):
+                continue
+            arg = b.get("arg")
+            if arg in kernel.params and arg not in kernel.constexprs and arg not in names:
+                names.append(arg)
+    return names
+
+
+def _simple(node: cst.BaseExpression) -> bool:
+    for n in cu.walk(node):
+        if isinstance(n, cst.Call):
+            name = n.func.attr.value if isinstance(n.func, cst.Attribute) else cu.call_name(n)
+            if name not in ("size", "numel", "stride", "len", "int"):
+                return False
+        elif isinstance(n, (cst.Lambda, cst.NamedExpr)):
+            return False
+    return True
+
+
+def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken: set[str]) -> dict | None:
+    if kernel.autotuned:
+        return None
+    mine = [lc for lc in launches if lc.kernel == kernel.name]
+    if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args:
+        return None
+    launch = mine[0]
+    d = _vector_elems(inp)
+    args = _blockers(inp, kernel) or _blockers_from_cases(kernel, launch, inp, d)
+    bound = launch.bound(kernel)
+    if not args or any(a not in bound or not _simple(bound[a]) for a in args):
+        return None
+    new_name = cu.fresh_name(f"{kernel.name}_aligned", taken)
+    body = cu.body_statements(kernel.node.body)
+    # multiples of D by construction: the compiler's divisibility analysis sees `x // D * D`
+    prologue = [cu.stmt(f"{a} = {a} // {d} * {d}") for a in args]
+    if body:
+        prologue[0] = prologue[0].with_changes(
+            leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# launched only when these are multiples of {d}"))]
+        )
+    jit = [dec for dec in kernel.node.decorators if cu.decorator_name(dec) in ("triton.jit", "jit")]
+    fn = kernel.node.with_changes(
+        name=cst.Name(new_name),
+        decorators=jit,
+        body=kernel.node.body.with_changes(body=prologue + body),
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+    )
+    return {"kernel": kernel, "launch": launch, "args": args, "d": d, "fn": fn, "new_name": new_name}
+
+
+def _operand(node: cst.BaseExpression) -> str:
+    text = cu.code(node)
+    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
+
+
+def _guard(plan: dict) -> cst.If:
+    launch: cu.Launch = plan["launch"]
+    bound = launch.bound(plan["kernel"])
+    cond = " and ".join(f"{_operand(bound[a])} % {plan['d']} == 0" for a in plan["args"])
+    sub = launch.call.func
+    assert isinstance(sub, cst.Subscript) and launch.statement is not None
+    call = launch.call.with_changes(func=sub.with_changes(value=cst.Name(plan["new_name"])))
+    node = cst.parse_statement(f"if {cond}:\n    pass\nelse:\n    pass\n")
+    assert isinstance(node, cst.If) and isinstance(node.orelse, cst.Else)
+    then = launch.statement.with_changes(body=[cst.Expr(call)], leading_lines=[])
+    other = launch.statement.with_changes(leading_lines=[])
+    return node.with_changes(
+        body=node.body.with_changes(body=[then]),
+        orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=[other])),
+        leading_lines=launch.statement.leading_lines,
+    )
+
+
+@transform(Family.HINTS)
+def aligned_copy(source: str, inp: RuleInput) -> Rewrite | None:
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    kernels = cu.find_kernels(tree)
+    launches = cu.find_launches(tree, kernels)
+    taken = cu.all_names(tree)
+    plans = [p for k in kernels.values() if inp.wants(k.name) and (p := _aligned_plan(k, launches, inp, taken))]
+    if not plans:
+        return None
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    for p in plans:
+        edits.append((p["kernel"].node, cst.FlattenSentinel([p["kernel"].node, p["fn"]])))
+        edits.append((p["launch"].statement, _guard(p)))
+    new = cu.replace(tree, edits)
+    desc = "; ".join(
+        f"{p['new_name']} assumes {', '.join(p['args'])} divisible by {p['d']} and runs only when they are" for p in plans
+    )
+    return Rewrite(
+        source=new.code,
+        family=Family.HINTS,
+        kernels=tuple(p["kernel"].name for p in plans),
+        mechanism=f"{desc}; other shapes keep the original kernel.",
+        effect=(
+            "the JIT only specializes integer arguments divisible by 16, so strides or sizes such as 1000 "
+            "leave loads scalar; divisibility by 16 bytes' worth of elements lets them become 128-bit vector "
+            "accesses. Gain on the shapes the guard admits (memory-bound kernels: up to ~1.5-2x there), none "
+            "on the others."
+        ),
+    )
+
+
+def _offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine, str, str]]:
+    """`offs = pid * BLOCK + tl.arange(0, BLOCK)` statements: (statement, name, BLOCK)."""
+    axes = kernel.program_axes()
+    out = []
+    hinted = {
+        cu.code(c.args[0].value) for c in kernel.calls("tl.multiple_of", "tl.max_contiguous") if c.args
+    }
+    for st in cu.body_statements(kernel.node.body):
+        pairs = cu.simple_assigns(st)
+        if len(pairs) != 1 or not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
+            continue
+        name, v = pairs[0]
+        if name in hinted or not (isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Add)):
+            continue
+        ar, prod = (v.right, v.left) if cu.is_call(v.right, "tl.arange") else (v.left, v.right)
+        if not cu.is_call(ar, "tl.arange") or len(ar.args) != 2 or cu.int_literal(ar.args[0].value) != 0:
+            continue
+        block = ar.args[1].value
+        if not (isinstance(block, cst.Name) and block.value in kernel.constexprs):
+            continue
+        if not (isinstance(prod, cst.BinaryOperation) and isinstance(prod.operator, cst.Multiply)):
+            continue
+        sides = {cu.code(prod.left), cu.code(prod.right)}
+        pid_ok = any(s in axes or s.startswith("tl.program_id(") for s in sides)
+        if pid_ok and block.value in sides:
+            out.append((st, name, block.value))
+    return out
+
+
+@transform(Family.HINTS)
+def contiguity_hints(source: str, inp: RuleInput) -> Rewrite | None:
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    done: list[str] = []
+    for k in cu.find_kernels(tree).values():
+        if not inp.wants(k.name):
+            continue
+        found = _offsets_statements(k)
+        for st, name, block in found:
+            hint = cu.stmt(f"{name} = tl.max_contiguous(tl.multiple_of({name}, {block}), {block})")
+            edits.append((st, cst.FlattenSentinel([st, hint])))
+        if found:
+            done.append(k.name)
+    if not edits:
+        return None
+    new = cu.replace(tree, edits)
+    return Rewrite(
+        source=new.code,
+        family=Family.HINTS,
+        kernels=tuple(done),
+        mechanism=(
+            f"{', '.join(done)}: `pid * BLOCK + tl.arange(0, BLOCK)` offsets are declared multiples of BLOCK and "
+            "contiguous in runs of BLOCK (always true)."
+        ),
+        effect=(
+            "states facts the compiler usually infers itself from this very expression, so expect no measurable "
+            "gain in most kernels; it matters only where the offsets reach the access through operations that "
+            "hide their contiguity. Vectorization still needs aligned pointers and divisible size arguments."
+        ),
+    )

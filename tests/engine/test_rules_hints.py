@@ -1,0 +1,115 @@
+"""HINTS: guarded divisibility copies of kernels, and always-true contiguity hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnosis.engine.evidence import Family, Finding, Severity
+from diagnosis.engine.proposers.base import CaseShape, ProposalContext
+from diagnosis.engine.proposers.rules import RuleInput, apply_family
+from diagnosis.engine.proposers.rules.hints import aligned_copy, contiguity_hints
+from tests.engine.rules_cases import harness as h
+
+SOFTMAX = h.source("softmax_loops.py")
+VEC_ADD = h.source("vec_add.py")
+
+
+def blocked(kernel: str, *blockers: tuple[str, str]) -> Finding:
+    """A tier-3 style finding: the access stays scalar because these arguments lack divisibility."""
+    return Finding(
+        code=h.code_for(Family.HINTS),
+        severity=Severity.HIGH,
+        args={"line": 1, "blockers": [{"arg": a, "role": r} for a, r in blockers]},
+        kernel=kernel,
+    )
+
+
+def with_findings(*findings: Finding, cases: tuple[CaseShape, ...] = ()) -> RuleInput:
+    return RuleInput(findings, ProposalContext(cases=cases))
+
+
+FP16_ROWS = (CaseShape(0, ((64, 1000),), ("float16",)),)
+
+FIX = [
+    pytest.param(
+        SOFTMAX,
+        with_findings(blocked("softmax_kernel", ("stride_x", "offset"), ("n_cols", "mask"))),
+        [
+            "def softmax_kernel_aligned(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK_SIZE: tl.constexpr):\n"
+            "    # launched only when these are multiples of 4\n"
+            "    stride_x = stride_x // 4 * 4\n    n_cols = n_cols // 4 * 4\n    row = tl.program_id(0)\n",
+            "        if x.stride(0) % 4 == 0 and n_cols % 4 == 0:\n"
+            "            softmax_kernel_aligned[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=256)\n"
+            "        else:\n"
+            "            softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=256)\n",
+        ],
+        id="finding-blockers-fp32",
+    ),
+    pytest.param(
+        SOFTMAX,
+        with_findings(blocked("softmax_kernel", ("n_cols", "mask")), cases=FP16_ROWS),
+        ["    n_cols = n_cols // 8 * 8\n", "        if n_cols % 8 == 0:\n"],
+        id="16-bit-elements-need-multiples-of-8",
+    ),
+    pytest.param(
+        VEC_ADD,
+        with_findings(cases=(CaseShape(0, ((3000, 7001), (3000, 7001)), ("float32", "float32")),)),
+        ["    n_elements = n_elements // 4 * 4\n", "        if n_elements % 4 == 0:\n"],
+        id="blockers-from-the-shape-cases",
+    ),
+    pytest.param(
+        VEC_ADD,
+        with_findings(),
+        ["    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n"
+         "    offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)\n"],
+        id="contiguity-hint-without-blockers",
+    ),
+]
+
+NOOP = [
+    pytest.param(
+        SOFTMAX, with_findings(blocked("softmax_kernel", ("x_ptr", "pointer"))), id="pointer-alignment-is-not-ours"
+    ),
+    pytest.param(
+        VEC_ADD,
+        with_findings(cases=(CaseShape(0, ((4096,), (4096,)), ("float32", "float32")),)),
+        id="sizes-already-divisible-by-16",
+    ),
+]
+
+
+@pytest.mark.parametrize(("before", "inp", "present"), FIX)
+def test_it_adds_hints(before: str, inp: RuleInput, present: list[str]) -> None:
+    rw = apply_family(Family.HINTS, before, inp)
+    assert rw is not None
+    assert h.parses(rw.source)
+    for text in present:
+        assert text in rw.source
+
+
+@pytest.mark.parametrize(("before", "inp"), NOOP)
+def test_it_copies_nothing_unproven(before: str, inp: RuleInput) -> None:
+    assert aligned_copy(before, inp) is None
+
+
+def test_it_does_not_hint_offsets_twice() -> None:
+    hinted = contiguity_hints(VEC_ADD, with_findings())
+    assert hinted is not None
+    assert contiguity_hints(hinted.source, with_findings()) is None
+
+
+def test_the_contiguity_hint_says_it_is_likely_no_gain() -> None:
+    rw = contiguity_hints(VEC_ADD, with_findings())
+    assert rw is not None and "no measurable gain" in rw.effect
+
+
+def test_aligned_copies_are_correct_on_both_sides_of_the_guard(tmp_path: Path) -> None:
+    # the verify inputs have rows of 700 (a multiple of 4), 37 and 256 columns
+    rw = apply_family(Family.HINTS, SOFTMAX, with_findings(blocked("softmax_kernel", ("stride_x", "offset"), ("n_cols", "mask"))))
+    assert rw is not None
+    path = tmp_path / "aligned.py"
+    path.write_text(rw.source)
+    result = h.interp_check([path])[str(path)]
+    assert result["ok"], result["message"]
