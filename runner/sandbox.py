@@ -23,20 +23,28 @@ child runs:
   only a loopback device that is down, so every connect fails with ENETUNREACH, 127.0.0.1
   included. In the PID namespace the worker's processes have no pid, so the child cannot
   signal them, and everything it starts (setsid'd grandchildren too) dies when the job ends.
+  The PID namespace is for cpu jobs only by default: on the H200 machines CUDA fails to
+  initialise inside one (cudaGetDeviceCount: error 304, "OS call failed"; cause not
+  established, probably the worker's /proc, still mounted, showing pids other than the
+  driver's own), so cuda and npu jobs run with `processes="not isolated (disabled)"` and
+  rely on the process-group kill.
   Where unshare is refused (some containers, gVisor) the job still runs, the response says
   `network` / `processes` = "not isolated (<reason>)" and a warning is logged once per
   process; `Limits(network="required")` makes a missing network namespace a `sandbox_error`.
 
-Measured here (root, Linux 6.18, tests/runner/test_sandbox.py and test_hostile.py): secrets
-in the worker's environment never reach the child; connect() to a port the worker listens on
-fails with ENETUNREACH; os.kill() of a worker-side process fails with ESRCH; a setsid'd
-grandchild is gone when run_job returns; a 10 GB host allocation fails at RLIMIT_AS (`oom`).
+Measured (root; Linux 6.18 here and on the H200 Firecracker machines, through
+tests/runner/test_sandbox.py and test_hostile.py): secrets in the worker's environment never
+reach the child; connect() to a port the worker listens on fails with ENETUNREACH; on cpu,
+os.kill() of a worker-side process fails with ESRCH and a setsid'd grandchild is gone when
+run_job returns; a 10 GB host allocation fails at RLIMIT_AS (`oom`). CUDA jobs run in the
+network namespace (ncu included) and fail cleanly on an illegal address (`device_error`).
 
 What it does not isolate: the file system (the child runs as the worker's user and can read
 what that user can read, e.g. the repository, and write where it may, up to RLIMIT_FSIZE per
-file), /proc (it can see, though not signal, other processes), the GPU (another job's memory
-on a shared device), and CPU/memory shares beyond the rlimits (no cgroups). RLIMIT_NPROC is
-not enforced for root. Use a container or a dedicated user for those.
+file), /proc (it can see, though on cpu not signal, other processes; cuda/npu jobs can
+signal them), the GPU (another job's memory on a shared device), and CPU/memory shares
+beyond the rlimits (no cgroups). RLIMIT_NPROC is not enforced for root. Use a container or a
+dedicated user for those.
 
 Outcomes: stdout must be exactly one JSON response; garbage or more than
 `limits.stdout_bytes` is `bad_output`; a wall-clock kill is `timeout`; SIGXCPU is `timeout`;
@@ -126,7 +134,7 @@ class Limits:
     stdout_bytes: int = 64 * MiB
     stderr_bytes: int = 64 * 1024  # the tail kept
     network: str = "auto"  # auto: isolate where possible; required: fail if not possible; off
-    processes: str = "auto"  # PID namespace: auto (where possible) or off
+    processes: str = "auto"  # PID namespace: auto (cpu jobs, where possible), on (every device), off
 
     # job -> (cpu wall seconds, device wall seconds)
     DEFAULT_WALL = {
@@ -238,7 +246,13 @@ def _trampoline_config(request: JobRequest, limits: Limits) -> dict:
     }
     if request.device == "cpu" and limits.address_space_bytes:
         rlimits["RLIMIT_AS"] = limits.address_space_bytes
-    return {"rlimits": rlimits, "network": limits.network, "processes": limits.processes}
+    processes = limits.processes
+    if processes == "auto":
+        # Measured on the H200 machines: inside a PID namespace (with the worker's /proc still
+        # mounted) cudaGetDeviceCount fails with error 304 "OS call failed", so CUDA, and by
+        # caution the NPU, get the network namespace only.
+        processes = "on" if request.device == "cpu" else "off"
+    return {"rlimits": rlimits, "network": limits.network, "processes": processes}
 
 
 def _run(request: JobRequest, limits: Limits, python: str, home: Path, cache: Path) -> SandboxResponse:
@@ -267,7 +281,9 @@ def _run(request: JobRequest, limits: Limits, python: str, home: Path, cache: Pa
     network, processes, marker_error = _isolation_status(head)
     stderr_tail = _strip_marker(tail)
     rc = proc.returncode
-    if network != "isolated" or processes != "isolated":
+    if any(
+        status.startswith("not isolated") and "(disabled)" not in status for status in (network, processes)
+    ):
         _warn_once(f"sandbox: network {network}, processes {processes}")
 
     def failure(kind: str, message: str) -> SandboxResponse:

@@ -124,6 +124,15 @@ def test_scrubbed_env_sets_the_interpreter_for_cpu_jobs_only() -> None:
     assert ENV_DENY.search("MY_API_KEY") and not ENV_DENY.search("CUDA_VISIBLE_DEVICES")
 
 
+def test_the_pid_namespace_is_for_cpu_jobs_unless_asked_for() -> None:
+    # CUDA does not initialise inside a PID namespace on the H200 machines (error 304).
+    assert _trampoline_config(_request("x.py", device="cpu"), Limits())["processes"] == "on"
+    assert _trampoline_config(_request("x.py", device="cuda"), Limits())["processes"] == "off"
+    assert _trampoline_config(_request("x.py", device="npu"), Limits())["processes"] == "off"
+    assert _trampoline_config(_request("x.py", device="cuda"), Limits(processes="on"))["processes"] == "on"
+    assert _trampoline_config(_request("x.py", device="cpu"), Limits(processes="off"))["processes"] == "off"
+
+
 def test_the_address_space_limit_applies_on_cpu_only() -> None:
     limits = Limits(address_space_bytes=4 << 30)
     assert _trampoline_config(_request("x.py", device="cpu"), limits)["rlimits"]["RLIMIT_AS"] == 4 << 30
