@@ -140,8 +140,35 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def seeded_inputs(module: types.ModuleType, seed: int, paths: Sequence[str]) -> tuple[list[list], list[list]]:
-    """(timed cases, verify-only cases) drawn after seeding with `seed` (DESIGN.md section 1)."""
+def seeded_inputs(
+    module: types.ModuleType, seed: int, paths: Sequence[str], device: str | None = None
+) -> tuple[list[list], list[list]]:
+    """(timed cases, verify-only cases) drawn after seeding with `seed` (DESIGN.md section 1).
+
+    With `device` (cuda, npu), the module's factory calls run under `torch.device(device)`,
+    so `torch.randn(...)` without a device argument draws on the accelerator. Why: on the
+    H200 drawing five GEMM-sized cases on one CPU core took most of a verify job (seconds per
+    case per seed); on the device it is milliseconds. The values differ from a CPU draw, but
+    both models get the same tensors, which is all the gate needs. A module whose factories
+    only work on CPU tensors (e.g. `.numpy()`) falls back to the CPU draw.
+    """
+    if device is not None:
+        import torch
+
+        try:
+            with torch.device(device):
+                return _draw(module, seed, paths)
+        except JobFailed:
+            pass  # the module's factories need CPU tensors: draw there
+    return _draw(module, seed, paths)
+
+
+def draw_device(backend: Any) -> str | None:
+    """Where a job draws its inputs: on the accelerator when there is one (see seeded_inputs)."""
+    return None if backend.kind == "cpu" else backend.device
+
+
+def _draw(module: types.ModuleType, seed: int, paths: Sequence[str]) -> tuple[list[list], list[list]]:
     seed_all(seed)
     timed = user_call(lambda: input_cases(module), what="get_input_cases()/get_inputs()", paths=paths)
     seed_all(seed)

@@ -23,7 +23,7 @@ from typing import Any
 
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
 from runner.backends import Backend
-from runner.childlib.hostile import clone_inputs, seeded_inputs, user_call
+from runner.childlib.hostile import clone_inputs, draw_device, seeded_inputs, user_call
 from runner.childlib.launches import Launch, parse_target, record_launches
 from runner.childlib.module import build_models, to_device
 from runner.childlib.timing import count_flops, no_grad_call, work_of_case
@@ -82,7 +82,7 @@ def capture_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
     paths = [req.module]
     execute = backend.kind != "cpu"
     seed = req.seeds[0] if req.seeds else 0
-    timed, _ = seeded_inputs(module, seed, paths)
+    timed, _ = seeded_inputs(module, seed, paths, draw_device(backend))
     indices = selected_indices(req, len(timed))
     _, new = user_call(
         lambda: build_models(module, seed, backend.device), what="building Model / ModelNew", paths=paths
@@ -131,7 +131,7 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
     paths = [req.module]
     opts = req.options
     seed = req.seeds[0] if req.seeds else 0
-    timed, _ = seeded_inputs(module, seed, paths)
+    timed, _ = seeded_inputs(module, seed, paths, draw_device(backend))
     indices = selected_indices(req, len(timed))
     ref, new = user_call(
         lambda: build_models(module, seed, backend.device), what="building Model / ModelNew", paths=paths

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from runner.backends import Backend
-from runner.childlib.hostile import seeded_inputs, user_call
+from runner.childlib.hostile import draw_device, seeded_inputs, user_call
 from runner.childlib.module import build_models, to_device
 from runner.errors import JobFailed
 from runner.protocol import JobRequest
@@ -177,7 +177,7 @@ def time_cases(
     rep_ms = float(opts.get("rep_ms", 100.0))
     paths = list(paths) or [p for p in (req.module, req.candidate) if p]
     seed = req.seeds[0] if req.seeds else 0
-    timed, _ = seeded_inputs(parent, seed, paths)
+    timed, _ = seeded_inputs(parent, seed, paths, draw_device(backend))
     if indices is None:
         indices = req.cases if req.cases is not None else range(len(timed))
     for i in indices:

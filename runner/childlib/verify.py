@@ -59,6 +59,7 @@ from runner.backends import Backend
 from runner.childlib.hostile import (
     CaseSpec,
     clone_inputs,
+    draw_device,
     inputs_of,
     seeded_inputs,
     select_cases,
@@ -419,7 +420,7 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
         return JobFailed(kind, f"{spec.label}, seed {seed}: {message}", line=line, result=partial())
 
     for si, seed in enumerate(seeds):
-        timed, extra = seeded_inputs(parent, seed, paths)
+        timed, extra = seeded_inputs(parent, seed, paths, draw_device(backend))
         if si == 0:
             selected, skipped = select_cases(timed, extra, indices=req.cases, max_numel=max_numel)
             if not selected:
@@ -430,7 +431,11 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
                     result=partial(),
                 )
         ref, new = _build(parent, cand, seed, backend, paths)
-        alt = seeded_inputs(parent, seed + SENSITIVITY_SEED_OFFSET, paths) if si == 0 else None
+        alt = (
+            seeded_inputs(parent, seed + SENSITIVITY_SEED_OFFSET, paths, draw_device(backend))
+            if si == 0
+            else None
+        )
         for spec in selected:
             if spec.kind == "timed" and timed_seeds is not None and si >= int(timed_seeds):
                 continue
