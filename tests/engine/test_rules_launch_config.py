@@ -238,3 +238,12 @@ def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
         r = results[str(path)]
         assert r["ok"], r["message"]
         assert r["configs"] >= 6
+
+
+def test_the_parents_own_config_stays_in_the_space() -> None:
+    """The autotuner may then never pick something slower than the parent on any shape."""
+    path = Path(__file__).resolve().parents[2] / "bench/suite/01_gemm_fp16.py"
+    rw = apply_family(Family.LAUNCH_CONFIG, path.read_text(), h.rule_input(h.cases_of(path)))
+    assert rw is not None
+    assert '"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4)' in rw.source
+    assert '"BLOCK_M": 128, "BLOCK_N": 256' in rw.source
