@@ -145,6 +145,12 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             target=args.target,
             proposer="rules",
             patience=args.patience,
+            verify_options={
+                "timed_case_seeds": args.timed_case_seeds,
+                "rounds": args.timing_rounds,
+                "warmup_ms": args.warmup_ms,
+                "rep_ms": args.rep_ms,
+            },
         )
         op_deadline = t0 + args.op_budget if args.op_budget else None
         if deadline is not None:
@@ -212,6 +218,10 @@ def child_argv(path: Path, args: argparse.Namespace, out_json: Path, remaining: 
         "--sol-stop", str(args.sol_stop),
         "--max-tier", str(args.max_tier),
         "--patience", str(args.patience),
+        "--timed-case-seeds", str(args.timed_case_seeds),
+        "--timing-rounds", str(args.timing_rounds),
+        "--warmup-ms", str(args.warmup_ms),
+        "--rep-ms", str(args.rep_ms),
         "--one-json", str(out_json),
     ]  # fmt: skip
     if args.target:
@@ -261,7 +271,7 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
                 not_run.append(op_name(path))
                 continue
             print(f"[{op_name(path)}] start ({time.monotonic() - start:.0f} s elapsed)", flush=True)
-            rec = run_operator(path, args)
+            rec = run_operator(path, args, deadline=budget_end)
             records[rec["name"]] = rec
             print(_one_line(rec), flush=True)
         return [records[op_name(p)] for p in files if op_name(p) in records], not_run
@@ -281,7 +291,8 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
                     f"[{op_name(path)}] start on gpu {gpu} ({time.monotonic() - start:.0f} s elapsed)",
                     flush=True,
                 )
-            rec = run_in_subprocess(path, args, gpu, None)
+            remaining = None if budget_end is None else max(1.0, budget_end - time.monotonic())
+            rec = run_in_subprocess(path, args, gpu, remaining)
             with lock:
                 records[rec["name"]] = rec
                 print(_one_line(rec), flush=True)
@@ -490,6 +501,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-tier", type=int, default=int(Tier.COMPILER), choices=[int(t) for t in Tier])
     p.add_argument("--patience", type=int, default=2)
     p.add_argument("--no-final-check", action="store_true")
+    p.add_argument("--timed-case-seeds", type=int, default=1,
+                   help="seeds for the big timed cases (verify inputs always get every seed)")
+    p.add_argument("--timing-rounds", type=int, default=2,
+                   help="interleaved do_bench rounds per contender (>= 2: the parent's spread is the noise floor)")
+    p.add_argument("--warmup-ms", type=float, default=10.0, help="do_bench warm-up per measurement")
+    p.add_argument("--rep-ms", type=float, default=40.0, help="do_bench measuring time per measurement")
     p.add_argument("--quiet", action="store_true", help="no per-round lines")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="combine partial result files")
     p.add_argument("--one-json", default=None, help=argparse.SUPPRESS)  # internal: --jobs worker

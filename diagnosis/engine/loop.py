@@ -95,6 +95,9 @@ class LoopConfig:
     max_candidates: int = 1  # candidates verified per round
     ncu: bool = False  # hardware counters in tier 1 (slow: one more process and kernel replays)
     patterns: tuple[Any, ...] = ()  # the pattern library tier 0 matches (diagnosis.engine.patterns)
+    # Passed to every verify job: timed_case_seeds (the big timed cases on the first N seeds
+    # only; verify inputs always get every seed), rounds / warmup_ms / rep_ms (timing), tolerance.
+    verify_options: dict[str, Any] = field(default_factory=dict)
 
     def seeds_for_candidates(self) -> tuple[int, ...]:
         if self.candidate_seeds:
@@ -549,7 +552,9 @@ class _Loop:
         """Verify the initial version over every seed; time it (and keep its profile for tier 1)."""
         path = self._write(self.initial_source)
         digest = sha256(self.initial_source)
-        outcome = self.executor.verify(path, None, seeds=list(self.config.seeds), time=False)
+        outcome = self.executor.verify(
+            path, None, seeds=list(self.config.seeds), time=False, options=self.config.verify_options
+        )
         if not (outcome.ok and outcome.passed):
             return None, _error_text(outcome)
         if not self.timing_device:
@@ -865,7 +870,7 @@ class _Loop:
             )
         path = self._write(cand.source)
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
-                                   time=self.timing_device)  # fmt: skip
+                                   time=self.timing_device, options=self.config.verify_options)  # fmt: skip
         timing = getattr(out, "timing", None)
         cases: tuple[CaseTiming, ...] = ()
         parent_ms: tuple[float | None, ...] = ()
