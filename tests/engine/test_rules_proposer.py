@@ -20,7 +20,10 @@ def test_it_implements_the_proposer_interface() -> None:
 
 
 def test_every_transform_module_registered_itself() -> None:
-    for family in (Family.LAUNCH_CONFIG, Family.SWIZZLE, Family.SINGLE_PASS, Family.BLOCK_REDUCTION):
+    for family in (
+        Family.LAUNCH_CONFIG, Family.SWIZZLE, Family.SINGLE_PASS, Family.BLOCK_REDUCTION, Family.HINTS,
+        Family.PIPELINING, Family.FUSION,
+    ):
         assert family in registered_families()
         assert transforms_for(family)
 

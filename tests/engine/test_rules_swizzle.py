@@ -131,4 +131,4 @@ def test_grouped_modules_are_correct(tmp_path: Path) -> None:
     results = h.interp_check(paths)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
-    assert results[str(tmp_path / "both.py")]["configs"] == 8
+    assert results[str(tmp_path / "both.py")]["configs"] >= 8

@@ -92,6 +92,7 @@ COMPOSITIONS: tuple[tuple[Family, Family], ...] = (
     (Family.SWIZZLE, Family.LAUNCH_CONFIG),
     (Family.SINGLE_PASS, Family.LAUNCH_CONFIG),
     (Family.PIPELINING, Family.SWIZZLE),
+    (Family.FUSION, Family.LAUNCH_CONFIG),
 )
 
 _SEVERITY_RANK = {Severity.HIGH: 3, Severity.MEDIUM: 2, Severity.LOW: 1, Severity.INFO: 0}
