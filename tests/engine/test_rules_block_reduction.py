@@ -82,7 +82,7 @@ def test_it_leaves_other_reductions_alone(before: str) -> None:
 def test_the_rationale_is_honest_about_the_gain() -> None:
     rw = apply_family(Family.BLOCK_REDUCTION, MEAN, h.rule_input())
     assert rw is not None
-    assert "deterministic" in rw.effect and "small" in rw.effect
+    assert "deterministic" in rw.effect and "small" in rw.effect and "Measured" in rw.effect
 
 
 def test_two_stage_modules_are_correct(tmp_path: Path) -> None:

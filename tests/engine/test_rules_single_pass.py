@@ -56,8 +56,8 @@ import triton.language as tl
 def cumsum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0)
     carry = 0.0
-    for i in range(tl.cdiv(n_cols, BLOCK_SIZE)):
-        cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
         x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
         tl.store(out_ptr + row * stride + cols, tl.cumsum(x, axis=0) + carry, mask=cols < n_cols)
         carry += tl.sum(x, axis=0)
@@ -67,8 +67,36 @@ class ModelNew:
     def forward(self, x):
         n_rows, n_cols = x.shape
         out = torch.empty_like(x)
+        cumsum_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=1024)
+        return out
+'''
+
+L2NORM = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def l2n_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for i in range(tl.cdiv(n_cols, BLOCK_SIZE)):
+        cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+        acc += x * x
+    norm = tl.sqrt(tl.sum(acc, axis=0))
+    for i in range(tl.cdiv(n_cols, BLOCK_SIZE)):
+        cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row * stride + cols, x / norm, mask=cols < n_cols)
+
+
+class ModelNew:
+    def forward(self, x):
+        n_rows, n_cols = x.shape
+        out = torch.empty_like(x)
         BLOCK = 512
-        cumsum_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK, num_warps=4)
+        l2n_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK, num_warps=4)
         return out
 '''
 
@@ -111,11 +139,11 @@ FIX = [
         id="inline-load-and-mask-variable-merged",
     ),
     pytest.param(
-        CUMSUM,
+        L2NORM,
         1,
-        ["    carry = 0.0\n    i = 0\n    cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n",
+        ["    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n    i = 0\n    cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n",
          "BLOCK_SIZE=BLOCK, num_warps=4)\n"],
-        id="single-cdiv-loop-with-carry",
+        id="two-cdiv-loops",
     ),
     pytest.param(
         STORE_BETWEEN,
@@ -152,10 +180,11 @@ NOOP = [
         id="every-case-too-wide-for-one-block",
     ),
     pytest.param(
-        CUMSUM.replace("tl.arange(0, BLOCK_SIZE)\n", "tl.arange(0, BLOCK_SIZE) + tl.arange(0, 16)[:, None] * 0\n", 1),
+        L2NORM.replace("tl.arange(0, BLOCK_SIZE)\n", "tl.arange(0, BLOCK_SIZE) + tl.arange(0, 16)[:, None] * 0\n", 1),
         (),
         id="second-tiled-dimension",
     ),
+    pytest.param(CUMSUM, (), id="one-loop-reads-the-row-once-already"),
 ]
 
 

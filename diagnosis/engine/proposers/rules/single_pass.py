@@ -1,6 +1,6 @@
 """SINGLE_PASS: row loops over fixed chunks become one block that holds the whole row.
 
-Matches a `@triton.jit` kernel whose body has one or more top-level loops with the same
+Matches a `@triton.jit` kernel whose body has two or more top-level loops with the same
 header `for v in range(0, n, BLOCK)` (or `range(tl.cdiv(n, BLOCK))`), where `n` is a runtime
 parameter and BLOCK a constexpr passed by keyword at the kernel's single launch. It adds a
 copy of the kernel, `<name>_single_pass`, in which each such loop is replaced by its body
@@ -255,7 +255,9 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken_mo
     if len(headers) != 1:
         return None
     (bound, block), loops = next(iter(headers.items()))
-    if any(_escapes(lp) for lp in loops):
+    # one loop reads the row once already: a single block gains nothing there and was measured
+    # slower for scans (cumsum rows of 3001 on an H200: 0.83x, a 4096 block 27% idle)
+    if len(loops) < 2 or any(_escapes(lp) for lp in loops):
         return None
     # 1-D rows only: a second tiled dimension would multiply the block (e.g. 32 rows x 16384)
     aranged = {cu.code(c.args[1].value) for c in kernel.calls("tl.arange") if len(c.args) == 2}
@@ -404,6 +406,7 @@ def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
         effect=(
             "the row is loaded from memory once instead of once per pass and stays in registers, and the "
             "loop overhead goes; for memory-bound row ops with k passes expect up to ~k x less DRAM traffic "
-            "(less where later passes hit L2), and more warps per row for wide rows."
+            "(less where later passes hit L2). Measured on an H200: 3-pass softmax 1.9x on rows of 8192-16384, "
+            "~1.05x on rows of 1000-2048 (already L2-resident); 3-pass layernorm 1.14-1.34x."
         ),
     )
