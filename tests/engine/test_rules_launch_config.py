@@ -110,6 +110,24 @@ return out
     ),
 ]
 
+FLAGGED_KERNEL = ELEMENTWISE_KERNEL.replace(
+    "n, BLOCK_SIZE: tl.constexpr):", "n, BLOCK_SIZE: tl.constexpr, SCALE: tl.constexpr):"
+).replace("tl.load(x_ptr + offs, mask=offs < n)", "tl.load(x_ptr + offs, mask=offs < n) * SCALE")
+
+FIX.append(
+    pytest.param(
+        HEADER + FLAGGED_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024, SCALE=2)
+return out
+'''),
+        ['copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, out, n, SCALE=2)'],
+        ['"SCALE"'],
+        id="constexpr-that-is-not-a-block-keeps-its-value",
+    )
+)
+
 NOOP = [
     pytest.param(
         HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024})], key=['n'])\n"

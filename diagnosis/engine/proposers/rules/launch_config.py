@@ -297,7 +297,10 @@ def _plan(source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleIn
         return None  # in place: benchmarking runs would read their own output
     bindings = cu.Bindings(launch.function)
     tuned, names, rowwise = _literal_bindings(launch, kernel, bindings)
-    tuned = {c: v for c, v in tuned.items() if _pow2(v)}
+    # only block sizes are tuned (a constexpr that sizes a tl.arange); flags such as
+    # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
+    blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
+    tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
     values = cu.launch_values(launch, kernel, inp.context.cases)
     key = _key(kernel, launch, values)
     if not key:
