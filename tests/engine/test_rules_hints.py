@@ -113,3 +113,13 @@ def test_aligned_copies_are_correct_on_both_sides_of_the_guard(tmp_path: Path) -
     path.write_text(rw.source)
     result = h.interp_check([path])[str(path)]
     assert result["ok"], result["message"]
+
+
+def test_mask_bound_blockers_filed_under_masking_get_the_same_copy() -> None:
+    f = blocked("softmax_kernel", ("n_cols", "mask"))
+    masking = Finding(code=h.code_for(Family.MASKING), severity=Severity.HIGH, args=f.args, kernel=f.kernel)
+    rw = apply_family(Family.MASKING, SOFTMAX, with_findings(masking))
+    assert rw is not None and rw.family is Family.MASKING
+    assert "    n_cols = n_cols // 4 * 4\n" in rw.source
+    plain = Finding(code=h.code_for(Family.MASKING), severity=Severity.HIGH, args={"kernel": "softmax_kernel"})
+    assert apply_family(Family.MASKING, SOFTMAX, with_findings(plain)) is None

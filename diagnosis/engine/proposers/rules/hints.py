@@ -15,6 +15,7 @@ Two transforms, tried in this order:
 
    Correct by construction: under the guard `arg // D * D == arg`, so the copy computes
    exactly what the kernel does; other shapes take the original kernel.
+   It is also registered for MASKING, for the same finding when only mask bounds block.
 2. `contiguity_hints` (no usable blockers): `offs = pid * BLOCK + tl.arange(0, BLOCK)` gets
    `offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)` after it, which is always
    true. Triton usually infers this by itself, so the expected gain is small or nil; the
@@ -23,6 +24,7 @@ Two transforms, tried in this order:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import libcst as cst
@@ -183,6 +185,23 @@ def aligned_copy(source: str, inp: RuleInput) -> Rewrite | None:
             "system already coalesced the scalar accesses); the gate decides. Other shapes are unchanged."
         ),
     )
+
+
+@transform(Family.MASKING)
+def aligned_copy_for_mask_bounds(source: str, inp: RuleInput) -> Rewrite | None:
+    """Tier 3 files a vectorization blocked only by mask bounds (`cols < n_cols`, n_cols = 1000)
+    under MASKING: the same guarded copy makes the bound a known multiple. Only with such
+    findings: other MASKING findings (a missing mask) are not this transform's business."""
+    if not any(f.args.get("blockers") for f in inp.findings):
+        return None
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    kernels = cu.find_kernels(tree)
+    if not any(_blockers(inp, k) for k in kernels.values() if inp.wants(k.name)):
+        return None
+    rw = aligned_copy(source, inp)
+    return None if rw is None else dataclasses.replace(rw, family=Family.MASKING)
 
 
 def _offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine, str, str]]:
