@@ -95,3 +95,12 @@ def test_it_is_deterministic() -> None:
     a = RulesProposer().propose(MATMUL, findings, ProposalContext())
     b = RulesProposer().propose(MATMUL, findings, ProposalContext())
     assert a == b
+
+
+def test_an_unregistered_code_counts_by_its_family_override() -> None:
+    from diagnosis.engine.evidence import Finding
+
+    f = Finding(code="NOT-REGISTERED", severity=Severity.HIGH, family_override=Family.LAUNCH_CONFIG)
+    (cand,) = RulesProposer().propose(VEC_ADD, [f], ProposalContext())
+    assert cand.family is Family.LAUNCH_CONFIG and "NOT-REGISTERED" in cand.rationale
+    assert RulesProposer().propose(VEC_ADD, [Finding(code="ALSO-NOT", severity=Severity.HIGH)], ProposalContext()) == []

@@ -118,12 +118,13 @@ class RulesProposer:
         limit = self.max_candidates if self.max_candidates is not None else context.max_candidates
         by_family: dict[Family, list[Finding]] = {}
         for f in findings:
-            if f.family in _REGISTRY:
-                by_family.setdefault(f.family, []).append(f)
+            fam = _family(f)
+            if fam in _REGISTRY:
+                by_family.setdefault(fam, []).append(f)
         skip = context.failed_families()
         # the family of the first finding leads (the round loop puts its hypothesis first),
         # then by severity and estimated gain
-        lead = next((f.family for f in findings if f.family in by_family), None)
+        lead = next((fam for f in findings if (fam := _family(f)) in by_family), None)
         families = sorted(
             (fam for fam in by_family if fam not in skip),
             key=lambda fam: (fam == lead, *_rank(by_family[fam])),
@@ -179,6 +180,14 @@ class RulesProposer:
             mechanism=f"{a.mechanism} Then: {b.mechanism}",
             effect=f"{a.effect} {b.effect}",
         )
+
+
+def _family(f: Finding) -> Family | None:
+    """The finding's family; None for a code nobody registered (and no override)."""
+    try:
+        return f.family
+    except KeyError:
+        return f.family_override
 
 
 def _kernels(findings: Sequence[Finding]) -> frozenset[str]:
