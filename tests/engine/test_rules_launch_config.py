@@ -265,3 +265,10 @@ def test_the_parents_own_config_stays_in_the_space() -> None:
     assert rw is not None
     assert '"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4)' in rw.source
     assert '"BLOCK_M": 128, "BLOCK_N": 256' in rw.source
+
+
+def test_the_parents_warps_from_a_module_constant_stay_in_the_space() -> None:
+    before = "NUM_WARPS = 2\n" + h.source("vec_add.py").replace("num_warps=4", "num_warps=NUM_WARPS")
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert rw is not None
+    assert 'triton.Config({"BLOCK_SIZE": 1024}, num_warps=2),' in rw.source

@@ -866,6 +866,19 @@ def depends_on_block(nodes: list[cst.CSTNode], names: dict[str, str], tuned: dic
     return False
 
 
+def module_ints(tree: cst.Module) -> dict[str, int]:
+    """Module-level names bound once to an int literal (`NUM_STAGES = 1`)."""
+    out: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for st in tree.body:
+        for name, value in simple_assigns(st):
+            counts[name] = counts.get(name, 0) + 1
+            v = int_literal(value)
+            if v is not None:
+                out[name] = v
+    return {k: v for k, v in out.items() if counts[k] == 1}
+
+
 def make_decorator(text: str) -> cst.Decorator:
     """A decorator node from its source (without the '@')."""
     fn = cst.parse_statement(f"@{text}\ndef _f():\n    pass\n")

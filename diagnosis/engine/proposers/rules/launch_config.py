@@ -163,10 +163,16 @@ def _tiled_configs(tuned: dict[str, int]) -> list[str]:
     return out[:MAX_CONFIGS]
 
 
-def _launch_int(launch: cu.Launch, name: str) -> int | None:
-    """A literal launch option (num_warps=8); None when absent or not a literal."""
+def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dict[str, int]) -> int | None:
+    """A launch option's value (num_warps=8, a local or module constant); None when absent or
+    not a constant."""
     arg = launch.keywords.get(name)
-    return None if arg is None else cu.int_literal(arg.value)
+    if arg is None:
+        return None
+    value = cu.resolve_int(arg.value, bindings)
+    if value is None and isinstance(arg.value, cst.Name) and arg.value.value not in bindings.by_name:
+        value = consts.get(arg.value.value)
+    return value
 
 
 def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> list[str]:
@@ -285,7 +291,9 @@ def _disambiguate(
     return None
 
 
-def _plan(source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> Plan | None:
+def _plan(
+    tree: cst.Module, source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput
+) -> Plan | None:
     mine = [lc for lc in launches if lc.kernel == kernel.name]
     if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args:
         return None
@@ -327,7 +335,12 @@ def _plan(source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleIn
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run.
-    own = _config(tuned, _launch_int(launch, "num_warps") or 4, _launch_int(launch, "num_stages"))
+    consts = cu.module_ints(tree)
+    own = _config(
+        tuned,
+        _launch_int(launch, "num_warps", bindings, consts) or 4,
+        _launch_int(launch, "num_stages", bindings, consts),
+    )
     configs = list(dict.fromkeys([own, *configs]))
     if len(configs) < 2:
         return None
@@ -459,7 +472,7 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
-    plans = [p for k in kernels.values() if inp.wants(k.name) and (p := _plan(source, k, launches, inp))]
+    plans = [p for k in kernels.values() if inp.wants(k.name) and (p := _plan(tree, source, k, launches, inp))]
     if not plans:
         return None
     edits: list[tuple[cst.CSTNode, Any]] = []

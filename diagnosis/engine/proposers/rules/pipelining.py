@@ -25,18 +25,6 @@ STAGES = 3
 WARPS = 4
 
 
-def _module_ints(tree: cst.Module) -> dict[str, int]:
-    out: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    for st in tree.body:
-        for name, value in cu.simple_assigns(st):
-            counts[name] = counts.get(name, 0) + 1
-            v = cu.int_literal(value)
-            if v is not None:
-                out[name] = v
-    return {k: v for k, v in out.items() if counts[k] == 1}
-
-
 def _value(node: cst.BaseExpression, bindings: cu.Bindings | None, consts: dict[str, int]) -> int | None:
     v = cu.resolve_int(node, bindings)
     if v is None and isinstance(node, cst.Name) and (bindings is None or node.value not in bindings.by_name):
@@ -72,7 +60,7 @@ def pipeline_dot_loops(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
     if tree is None:
         return None
-    consts = _module_ints(tree)
+    consts = cu.module_ints(tree)
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
     edits: list[tuple[cst.CSTNode, Any]] = []
