@@ -1,0 +1,62 @@
+"""Every applicable rules transform, applied to every benchmark-suite module, must still pass
+the interpreter check (bench/check_suite.py's comparison) with every autotune config.
+
+Slow: it runs the interpreter on a few dozen rewritten modules. Skipped when the suite is absent.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.base import ProposalContext
+from diagnosis.engine.proposers.rules import RuleInput, apply_family
+from tests.engine.rules_cases import harness as h
+
+pytestmark = pytest.mark.slow
+
+SUITE_FILES = sorted(p for p in h.SUITE.glob("*.py") if re.match(r"\d\d_\w+\.py$", p.name)) if h.SUITE.is_dir() else []
+
+CHAINS = [
+    pytest.param((Family.LAUNCH_CONFIG,), id="launch_config"),
+    pytest.param((Family.SWIZZLE, Family.LAUNCH_CONFIG), id="swizzle+launch_config"),
+    pytest.param((Family.SINGLE_PASS,), id="single_pass"),
+    pytest.param((Family.SINGLE_PASS, Family.LAUNCH_CONFIG), id="single_pass+launch_config"),
+    pytest.param((Family.BLOCK_REDUCTION,), id="block_reduction"),
+    pytest.param((Family.HINTS,), id="hints"),
+    pytest.param((Family.FUSION, Family.LAUNCH_CONFIG), id="fusion+launch_config"),
+]
+
+
+def _rewrite(path: Path, chain: tuple[Family, ...]) -> str | None:
+    source = path.read_text()
+    inp = RuleInput((), ProposalContext(cases=h.cases_of(path)))
+    for family in chain:
+        rw = apply_family(family, source, inp)
+        if rw is None:
+            return None
+        source = rw.source
+    return source
+
+
+@pytest.mark.skipif(not SUITE_FILES, reason="bench/suite is absent")
+@pytest.mark.parametrize("chain", CHAINS)
+def test_rewritten_suite_modules_pass_the_interpreter_check(chain: tuple[Family, ...], tmp_path: Path) -> None:
+    paths = []
+    for path in SUITE_FILES:
+        new = _rewrite(path, chain)
+        if new is None:
+            continue
+        assert h.parses(new)
+        out = tmp_path / path.name
+        out.write_text(new)
+        paths.append(out)
+    print(f"{'+'.join(map(str, chain))} applies to: {', '.join(p.stem for p in paths) or 'nothing'}")
+    if not paths:
+        pytest.skip("no suite module matches")
+    results = h.interp_check(paths, jobs=2)
+    failed = {p.stem: results[str(p)]["message"][-1500:] for p in paths if not results[str(p)]["ok"]}
+    assert not failed, failed
