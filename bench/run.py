@@ -363,6 +363,7 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     metas = [p.get("meta", {}) for p in parts]
     meta = dict(metas[0])
     meta["merged_from"] = [m.get("file", "") for m in metas]
+    meta["commands"] = [m.get("command", "") for m in metas if m.get("command")]
     meta["wall_s"] = round(sum(m.get("wall_s") or 0.0 for m in metas), 1)
     meta["date"] = max(m.get("date", "") for m in metas)
     operators = [by_name[n] for n in sorted(order)]
@@ -388,17 +389,21 @@ METHOD = """\
   evidence fails to localize, narrow to one family or explain), proposes one rewrite and
   verifies it. The loop stops at the round budget, at 85 % of speed-of-light (geomean of the
   cases), or when consecutive rounds find nothing left to try.
-- **Correctness.** The initial version is verified over three seeds on every case. A
-  candidate is verified over one seed on every timed case and every `get_verify_inputs` case,
-  in the same child job that times it: the child draws every case's inputs for each seed on
-  the CPU, so each extra seed costs a full set of large inputs and a reference run per case.
-  The gate: match `Model` within dtype-aware tolerances, NaN/Inf in the same places, launch
-  Triton kernels, and change the output when the input changes (each case is run again on a
-  second input set). A candidate may not change `Model` or the input functions. After the
-  loop, the best version is verified once more on two fresh seeds ("final check").
-- **Timing.** `triton.testing.do_bench`-style: warm-up first, L2 flushed between repetitions,
-  the median of the repetitions. A candidate is timed against its parent *in the same
-  process*, interleaved, so the two see the same clocks and the same GPU state.
+- **Correctness.** The initial version is verified on every case: the `get_verify_inputs`
+  cases over three seeds, the big timed cases over the first seed (`--timed-case-seeds 1`).
+  A candidate is verified over one seed on every timed case and every `get_verify_inputs`
+  case, in the same child job that times it. On a GPU the child draws the inputs on the device
+  (`torch.device` around the module's input functions), so a seed costs milliseconds to draw
+  but a full reference and candidate run per case. The gate: match `Model` within dtype-aware
+  tolerances, NaN/Inf in the same places, launch Triton kernels, and change the output when
+  the input changes (each case is run again on a second input set). A candidate may not
+  change `Model` or the input functions. After the loop, the best version is verified once
+  more on two fresh seeds ("final check").
+- **Timing.** `triton.testing.do_bench` (L2 flushed before every repetition, median), after
+  one untimed call of every contender (compiles and autotuning happen there). A candidate is
+  timed against its parent *in the same process*, interleaved round-robin (`--timing-rounds`,
+  2 by default, each `--warmup-ms` 10 + `--rep-ms` 40 of do_bench), so the two see the same
+  clocks and GPU state; PyTorch eager is timed once per case in the same process.
 - **Noise floor.** The parent's repeated medians in that process give the relative spread
   (max - min) / min, at least 1 %, and at least the loop's minimum gain of 2 %; a candidate
   counts as faster only when the geomean speedup over the cases exceeds 1 + floor and no case
@@ -432,7 +437,11 @@ def render_results_md(result: dict[str, Any], json_name: str) -> str:
         + (f", at most {meta['op_budget']:.0f} s per operator" if meta.get("op_budget") else "")
         + ".",
         "",
-        f"Command: `{meta['command']}`" if meta.get("command") else "",
+        (
+            "Commands (merged parts, in order): " + "; ".join(f"`{c}`" for c in meta["commands"])
+            if len(meta.get("commands") or ()) > 1
+            else f"Command: `{meta['command']}`" if meta.get("command") else ""
+        ),
         "",
         "## Summary",
         "",
