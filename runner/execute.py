@@ -148,6 +148,8 @@ class VerifyOutcome(Outcome):
     checked: list[str] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # too large for the device (cpu)
     seeds: list[int] = field(default_factory=list)
+    # every case (timed, then verify): kind, index, shapes, dtypes of its inputs
+    input_shapes: list[dict[str, Any]] = field(default_factory=list)
     timing: TimingComparison | None = None
     faster: bool = False
     suspect: bool = False
@@ -415,6 +417,7 @@ class Executor:
             cases=[_case_check(c, timing) for c in result.get("cases", ())],
             checked=list(result.get("checked", ())),
             skipped=list(result.get("skipped", ())),
+            input_shapes=list(result.get("input_shapes", ())),
             seeds=list(result.get("seeds", seeds)),
             timing=timing,
             faster=bool(timing and timing.faster),

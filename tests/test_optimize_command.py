@@ -164,3 +164,36 @@ def test_a_module_that_fails_verification_prints_the_report_and_exits_non_zero(t
 
     report = json.loads(capsys.readouterr().out)
     assert report["run"]["status"] == "failed" and "incorrect" in report["run"]["error"]
+
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def codes_at(report: dict) -> set[tuple[str, int, tuple[int, ...]]]:
+    return {(f["code"], f["tier"], tuple(f["lines"])) for f in report["findings"]}
+
+
+def test_it_reports_why_strided_loads_are_scalar_on_cpu(capsys) -> None:
+    """Issue: on a kernel with strided loads, a tier-2 finding names the load's line and its
+    scalar width, and a tier-3 finding names why. The timed cases are too big for the
+    interpreter, so the run is diagnosis only: every compile tier, no proposal."""
+    report = optimize_json(str(KERNELS / "colsum_strided.py"), "--device", "cpu", "--arch", "sm_90", capsys=capsys)
+
+    assert report["run"]["status"] == "done" and report["run"]["stop_reason"] == "diagnosed_only"
+    found = codes_at(report)
+    assert ("IR_SCALAR_GLOBAL", 2, (16,)) in found
+    assert ("CG_STRIDED_ACCESS", 3, (16,)) in found
+    scalar = next(f for f in report["findings"] if f["code"] == "IR_SCALAR_GLOBAL")
+    assert "ld.global.b32" in scalar["message"] and "32-bit" in scalar["message"]
+    strided = next(f for f in report["findings"] if f["code"] == "CG_STRIDED_ACCESS")
+    assert "stride_xm" in strided["message"]
+    assert report["proposals"] == []
+
+
+def test_it_reports_an_unpipelined_matmul_loop_on_cpu(capsys) -> None:
+    report = optimize_json(str(KERNELS / "matmul_stages1.py"), "--device", "cpu", "--arch", "sm_90", capsys=capsys)
+
+    not_pipelined = [f for f in report["findings"] if f["code"] == "CG_NOT_PIPELINED"]
+    assert not_pipelined and not_pipelined[0]["tier"] == 3 and "num_stages=1" in not_pipelined[0]["message"]
+    counterfactual = [f for f in report["findings"] if f["code"] == "CG_COUNTERFACTUAL"]
+    assert counterfactual and "num_stages=3" in counterfactual[0]["message"]

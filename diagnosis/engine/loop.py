@@ -35,7 +35,7 @@ import json
 import math
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,6 +66,7 @@ class StopReason(enum.StrEnum):
     NOTHING_LEFT = "nothing_left"  # K consecutive rounds found nothing left to try
     CANCELLED = "cancelled"  # the observer asked to stop
     INITIAL_FAILED = "initial_failed"  # the uploaded version does not validate or is incorrect
+    DIAGNOSED_ONLY = "diagnosed_only"  # no case fits this device's correctness check: evidence only
 
 
 @dataclass
@@ -444,6 +445,9 @@ class _Loop:
         self.proposer = proposer
         self.workdir = workdir
         self.timing_device = config.device != "cpu"
+        self.case_shapes: tuple[Any, ...] = ()  # CaseShape per input case, from the baseline's verify
+        self.unverifiable = False  # the baseline found no case this device can check
+        self.diagnose_only = False  # then rounds gather evidence and propose nothing
         self.available = {Tier.TRIAGE, Tier.IR, Tier.COMPILER} | (
             {Tier.PROFILE} if self.timing_device else set()
         )
@@ -482,6 +486,20 @@ class _Loop:
             baseline_wall_s=meter.wall_s,
             baseline_device_s=meter.device_s,
         )
+        if base_stats is None and self.unverifiable:
+            # Every case is too big for the interpreter (cpu): nothing can be verified, so
+            # nothing is proposed, but tiers 0, 2 and 3 need no execution and still say why
+            # the kernel is slow. One round of evidence, recorded like any other.
+            parent = _Version(self.initial_source, self._write(self.initial_source),
+                              VersionStats(sha256(self.initial_source), ()))  # fmt: skip
+            self.diagnose_only = True
+            self.observer.round_started(1, parent.source)
+            record, _, _ = self._round(1, parent)
+            result.rounds.append(record)
+            self.observer.round_finished(1, record)
+            result.stop_reason = StopReason.DIAGNOSED_ONLY
+            result.stop_detail = f"diagnosis only, nothing verified or proposed: {error}"
+            return self._finish(result, meter, t0)
         if base_stats is None:
             result.stop_reason = StopReason.INITIAL_FAILED
             result.error = error
@@ -555,7 +573,13 @@ class _Loop:
         outcome = self.executor.verify(
             path, None, seeds=list(self.config.seeds), time=False, options=self.config.verify_options
         )
+        self.case_shapes = _case_shapes(getattr(outcome, "input_shapes", None) or ())
         if not (outcome.ok and outcome.passed):
+            err = getattr(outcome, "error", None)
+            self.unverifiable = (
+                not self.timing_device and err is not None and err.kind == "bad_inputs"
+                and "small enough" in err.message
+            )  # fmt: skip
             return None, _error_text(outcome)
         if not self.timing_device:
             cases = tuple(CaseTiming(c.index, None) for c in outcome.cases if c.kind == "timed")
@@ -606,6 +630,9 @@ class _Loop:
                 break
             if family is None:
                 record.reason = f"{decision.reason}; the findings map to no untried rewrite family"
+                break
+            if self.diagnose_only:
+                record.reason = f"{decision.reason}; no proposal: nothing can be verified on this device"
                 break
             candidates, error = self._propose(index, parent, results, excluded, family, cost)
             if error:
@@ -662,6 +689,15 @@ class _Loop:
         while True:
             views = [_view(r, excluded) for r in results]
             decision = decide(views, max_tier=self.config.max_tier, available=available)
+            if not self.timing_device and (not decision.climb or decision.next_tier is None):
+                # Nothing here can be timed, so no rewrite can be shown faster: the evidence is
+                # what a run on this device delivers, and the compile tiers cost about a second
+                # (no device). Gather all of it, not only what escalation would stop at.
+                higher = sorted(t for t in available if t <= self.config.max_tier
+                                and t > max((r.tier for r in results), default=-1))  # fmt: skip
+                if higher:
+                    decision = replace(decision, climb=True, next_tier=higher[0],
+                                       reason=f"{decision.reason}; climbing on: no timing on this device")  # fmt: skip
             if not decision.climb or decision.next_tier is None:
                 if results:  # a new decision on the same evidence (a family was ruled out)
                     rec = _decision_record(results[-1].tier, decision)
@@ -790,7 +826,7 @@ class _Loop:
         # the list acts on what the evidence narrowed to.
         findings.sort(key=lambda f: (f.family is not family, -score(f)))
         context = ProposalContext(
-            cases=(),
+            cases=self.case_shapes,
             device=self.device_spec,
             device_kind=self.config.device,
             target=self.config.target,
@@ -930,6 +966,19 @@ class _TierUnavailable(Exception):
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _case_shapes(raw: Any) -> tuple[Any, ...]:
+    """The verify job's per-case input shapes as the proposers' CaseShape records (the inputs
+    are the parent module's, so they hold for every candidate of the run)."""
+    from diagnosis.engine.proposers.base import CaseShape
+
+    timed = [c for c in raw if c.get("kind") == "timed"]
+    extra = [c for c in raw if c.get("kind") != "timed"]
+    return tuple(
+        CaseShape(i, tuple(tuple(s) for s in c["shapes"]), tuple(c["dtypes"]), c.get("kind") == "timed")
+        for i, c in enumerate(timed + extra)
+    )
 
 
 def _error_text(outcome: Any) -> str:

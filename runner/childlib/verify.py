@@ -405,8 +405,11 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
     selected: list[CaseSpec] = []
     skipped: list[CaseSpec] = []
 
+    shapes: list[dict[str, Any]] = []
+
     def partial() -> dict:
         return {
+            "input_shapes": shapes,
             "passed": False,
             "cases": [asdict(r) for r in records.values()],
             "checked": [s.label for s in selected],
@@ -422,6 +425,7 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
     for si, seed in enumerate(seeds):
         timed, extra = seeded_inputs(parent, seed, paths, draw_device(backend))
         if si == 0:
+            shapes = input_shapes(timed, extra)
             selected, skipped = select_cases(timed, extra, indices=req.cases, max_numel=max_numel)
             if not selected:
                 raise JobFailed(
@@ -521,6 +525,30 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             req, backend, parent, cand if req.candidate else None, indices=indices, work=work, paths=paths
         )
     return result
+
+
+def input_shapes(timed: list[list], extra: list[list]) -> list[dict[str, Any]]:
+    """Shapes and dtypes of every case's inputs, in forward's argument order (scalars: shape []
+    and their type name): what the rules proposer sizes autotune spaces and row limits by."""
+    import torch
+
+    out = []
+    for kind, pool in (("timed", timed), ("verify", extra)):
+        for i, inputs in enumerate(pool):
+            out.append(
+                {
+                    "kind": kind,
+                    "index": i,
+                    "shapes": [list(x.shape) if isinstance(x, torch.Tensor) else [] for x in inputs],
+                    "dtypes": [
+                        str(x.dtype).removeprefix("torch.")
+                        if isinstance(x, torch.Tensor)
+                        else type(x).__name__
+                        for x in inputs
+                    ],
+                }
+            )
+    return out
 
 
 def _same_layout(

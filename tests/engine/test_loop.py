@@ -612,3 +612,48 @@ def test_it_runs_end_to_end_with_the_real_cpu_executor(tmp_path: Path) -> None:
     assert jobs.count("compile") <= 1 + 3  # one compile per source, counterfactuals aside
     assert result.device_s == 0.0  # cpu jobs hold no device
     assert obs.events[0][0] == "round_started"
+
+
+@pytest.mark.slow
+def test_the_proposer_sees_every_case_shape_from_the_baseline(tmp_path: Path) -> None:
+    """The rules proposer sizes autotune spaces and row limits by the cases: the baseline's
+    verify job reports every case's input shapes, timed ones included (too big to run on cpu)."""
+    from runner.execute import Executor
+
+    class Recording:
+        name = "rules"
+        contexts: list[ProposalContext] = []
+
+        def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:
+            self.contexts.append(context)
+            return []
+
+    source = (ROOT / "bench" / "suite" / "09_softmax_fp32.py").read_text()
+    proposer = Recording()
+    run_loop(
+        source,
+        executor=Executor("cpu", "sm_90", cache_dir=tmp_path / "triton"),
+        config=LoopConfig(device="cpu", target="sm_90", round_budget=1, seeds=(0,)),
+        proposer=proposer,
+    )
+    assert proposer.contexts, "the loop never asked the proposer"
+    cases = proposer.contexts[0].cases
+    assert [c.timed for c in cases] == [True] * 5 + [False] * 3
+    assert cases[0].shapes == ((4096, 8192),) and cases[0].dtypes == ("float32",)
+    assert cases[5].shapes == ((37, 129),)
+
+
+def test_a_device_that_cannot_time_gathers_every_compile_tier(scripted_tiers) -> None:
+    """On cpu nothing can be shown faster, so the round climbs to tier 3 even when tier 0's
+    evidence would have sufficed on a device."""
+    log = scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), FakeTimingExecutor(device="cpu"),
+        device="cpu", round_budget=1)  # fmt: skip
+    assert [t for t, _ in log] == [Tier.TRIAGE, Tier.IR, Tier.COMPILER]
+
+
+def test_on_a_timing_device_sufficient_tier0_evidence_stops_the_climb(scripted_tiers) -> None:
+    log = scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), FakeTimingExecutor(), round_budget=1)
+    assert [t for t, _ in log] == [Tier.TRIAGE]
+
