@@ -12,6 +12,8 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 
+from diagnosis.engine.astutil import import_aliases
+
 REQUIRED_CLASSES = ("Model", "ModelNew")
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
@@ -203,23 +205,6 @@ def _check_required_names(tree: ast.Module) -> list[ValidationError]:
     return errors
 
 
-def _import_aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted name it stands for, from every import in the file."""
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-                else:
-                    root = alias.name.split(".")[0]
-                    aliases[root] = root
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return aliases
-
-
 def _dotted(expr: ast.expr, aliases: dict[str, str]) -> str | None:
     if isinstance(expr, ast.Call):  # @triton.jit(do_not_specialize=[...])
         expr = expr.func
@@ -235,7 +220,7 @@ def _dotted(expr: ast.expr, aliases: dict[str, str]) -> str | None:
 
 def _jit_functions(tree: ast.Module) -> list[str]:
     """Names of functions decorated with Triton's JIT (`@triton.jit`, `@jit`, `@tr.jit(...)`)."""
-    aliases = _import_aliases(tree)
+    aliases = import_aliases(tree)
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

@@ -19,6 +19,7 @@ from django.db.models import F
 
 from diagnosis import models
 from diagnosis.engine import evidence as ev
+from diagnosis.engine import report
 from diagnosis.engine.loop import (
     CandidateOutcome,
     CaseTiming,
@@ -74,14 +75,7 @@ def artefact_row(run: models.DiagnosisRun, round_row: models.Round | None, a: ev
 
 def decision_json(d: DecisionRecord | Any) -> dict[str, Any]:
     if isinstance(d, DecisionRecord):
-        return {
-            "tier": int(d.tier),
-            "climb": d.climb,
-            "next_tier": None if d.next_tier is None else int(d.next_tier),
-            "reason": d.reason,
-            "family": None if d.family is None else str(d.family),
-            "failed_tests": list(d.failed_tests),
-        }
+        return report.decision_json(d)
     return {"decision": str(d)}
 
 

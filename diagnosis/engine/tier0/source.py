@@ -14,6 +14,8 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+from diagnosis.engine.astutil import import_aliases
+
 # Reductions whose result has fewer dimensions than their input.
 REDUCTIONS = frozenset(
     {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum", "prod", "cumsum", "cumprod"}
@@ -808,18 +810,8 @@ def parse_module(source: str) -> ModuleContext:
 
 
 def _import_aliases(tree: ast.Module) -> dict[str, str]:
-    aliases = {"tl": "tl", "triton": "triton", "torch": "torch"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-                else:
-                    head = alias.name.split(".")[0]
-                    aliases[head] = head
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    # tl, triton and torch resolve to themselves even when the file imports them oddly
+    aliases = {"tl": "tl", "triton": "triton", "torch": "torch", **import_aliases(tree)}
     return {k: ("tl" if v == "triton.language" else v) for k, v in aliases.items()}
 
 
