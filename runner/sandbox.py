@@ -252,7 +252,8 @@ def _trampoline_config(request: JobRequest, limits: Limits) -> dict:
         # mounted) cudaGetDeviceCount fails with error 304 "OS call failed", so CUDA, and by
         # caution the NPU, get the network namespace only.
         processes = "on" if request.device == "cpu" else "off"
-    return {"rlimits": rlimits, "network": limits.network, "processes": processes}
+    # the worker's pid: the trampoline ends itself if that process is already gone
+    return {"rlimits": rlimits, "network": limits.network, "processes": processes, "parent": os.getpid()}
 
 
 def _run(request: JobRequest, limits: Limits, python: str, home: Path, cache: Path) -> SandboxResponse:
@@ -533,6 +534,27 @@ def _status_code(status: int) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(expected_parent: int | None) -> None:
+    """SIGKILL this process when the process that started it dies (prctl PR_SET_PDEATHSIG).
+
+    Why: the job runs in its own session, so a worker killed mid-run (the stale-run sweep
+    re-queues its run) would otherwise leave the child running, or sleeping, holding GPU memory
+    until its wall clock fires, beside the run's next attempt. The setting survives execve, so
+    PROGRAM inherits it where there is no PID namespace; with one, init's death ends everything
+    in the namespace. Linux only; elsewhere a no-op.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)  # the worker died before the prctl took effect
+
+
 def _trampoline(config_text: str, argv: list[str]) -> None:
     """Runs as `python -m runner.sandbox --trampoline CONFIG -- PROGRAM...` inside the new session.
 
@@ -546,6 +568,7 @@ def _trampoline(config_text: str, argv: list[str]) -> None:
     fate on: its exit code, or death by the same signal.
     """
     config = json.loads(config_text)
+    _die_with_parent(config.get("parent"))
     want_net = config.get("network", "auto") != "off"
     want_pid = config.get("processes", "auto") != "off"
     net, pids = _unshare(want_net, want_pid)
@@ -558,6 +581,7 @@ def _trampoline(config_text: str, argv: list[str]) -> None:
         os.execv(argv[0], argv)
     init = os.fork()
     if init == 0:  # pid 1 of the new namespace
+        _die_with_parent(None)  # not inherited across fork: init dies with the trampoline
         program = os.fork()
         if program == 0:
             os.execv(argv[0], argv)

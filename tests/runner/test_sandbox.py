@@ -217,3 +217,73 @@ def test_grandchildren_that_leave_the_session_die_with_the_job() -> None:
     finally:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_job_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
+    """A worker killed mid-run must not leave its child running beside the run's next attempt."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    module = tmp_path / "sleeper.py"
+    module.write_text(textwrap.dedent(f'''
+        import os, time
+        import torch.nn as nn
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x):
+            pass
+
+        # /proc is the worker's mount: /proc/self names this process's pid on the host
+        open({str(pidfile)!r}, "w").write(os.readlink("/proc/self"))
+        time.sleep(120)
+
+        class Model(nn.Module):
+            pass
+
+        class ModelNew(nn.Module):
+            pass
+
+        def get_inputs():
+            return []
+
+        def get_init_inputs():
+            return []
+    '''))
+    worker = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f'''
+            from runner.protocol import JobRequest
+            from runner.sandbox import Limits, run_job
+            run_job(JobRequest("validate", {str(module)!r}, device="cpu"), limits=Limits(wall_s=120))
+        ''')],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline, "the child never started"
+            assert worker.poll() is None, "the worker ended early"
+            time.sleep(0.1)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        child = Path("/proc") / pidfile.read_text()
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child), f"the job's child ({child.name}) outlived its worker"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+def _alive(proc: Path) -> bool:
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
