@@ -400,7 +400,8 @@ METHOD = """\
   change `Model` or the input functions. After the loop, the best version is verified once
   more on two fresh seeds ("final check").
 - **Timing.** `triton.testing.do_bench` (L2 flushed before every repetition, median), after
-  one untimed call of every contender (compiles and autotuning happen there). A candidate is
+  one untimed call of every contender (compiles and autotuning happen there) and one
+  discarded measurement of each (added after the 2026-11-30 run). A candidate is
   timed against its parent *in the same process*, interleaved round-robin (`--timing-rounds`,
   2 by default, each `--warmup-ms` 10 + `--rep-ms` 40 of do_bench), so the two see the same
   clocks and GPU state; PyTorch eager is timed once per case in the same process.
