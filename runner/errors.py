@@ -15,7 +15,8 @@ KINDS: dict[str, str] = {
     "import_error": "importing the module raised",
     "missing_name": "a required name (Model, ModelNew, get_inputs, get_init_inputs) is missing",
     "bad_inputs": "get_inputs / get_input_cases / get_verify_inputs / get_init_inputs raised or "
-    "returned something unusable, or no case is small enough for the device",
+    "returned something unusable",
+    "no_checkable_case": "no input case is small enough to check on this device (cpu: the interpreter)",
     "state_dict_mismatch": "ModelNew cannot take Model's state dict",
     "compile_error": "Triton could not compile a kernel of the module",
     "exception": "user code raised while running (forward, constructor, sys.exit, ...)",

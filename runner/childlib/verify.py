@@ -429,7 +429,7 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             selected, skipped = select_cases(timed, extra, indices=req.cases, max_numel=max_numel)
             if not selected:
                 raise JobFailed(
-                    "bad_inputs",
+                    "no_checkable_case",
                     "no case is small enough to check on this device "
                     f"(limit {max_numel} elements); add get_verify_inputs() with small shapes",
                     result=partial(),
