@@ -112,3 +112,35 @@ def test_the_recorder_restores_triton_afterwards() -> None:
     with record_launches(execute=False):
         assert JITFunction.run is not run
     assert JITFunction.run is run and triton.runtime.autotuner.Autotuner.run is tuned
+
+
+def test_launches_of_the_autotuners_benchmarking_are_not_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a device the autotuner times every config with back-to-back launches inside the
+    forward; recording those (costly per launch) skewed its choice, and they are not the
+    forward's launches. Only the final launch, with the chosen config, is recorded. The device
+    is replaced by a launch counter and the benchmark by fixed per-config times."""
+    launched: list[int] = []
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, grid, warmup, **kw: launched.append(kw["BLOCK"]))
+    tuner = triton.autotune(
+        configs=[triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((256, 2), (512, 4), (1024, 8))],
+        key=["n"],
+    )(JITFunction(_axpy))
+    fake_ms = {256: 3.0, 512: 1.0, 1024: 2.0}
+
+    def bench(*args, config, **meta):
+        for _ in range(5):  # what do_bench does: many launches of this config
+            tuner.fn.run(*args, **meta, **config.all_kwargs())
+        ms = fake_ms[config.kwargs["BLOCK"]]
+        return [ms, ms, ms]
+
+    tuner._bench = bench
+    n = 1 << 12
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    with record_launches(execute=True, target=parse_target("sm_90")) as recorder:
+        tuner[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n, 2.0)
+    assert len(launched) == 3 * 5 + 1  # every benchmark launch ran
+    (launch,) = recorder.launches  # but only the forward's own launch was recorded
+    assert _args(launch)["BLOCK"].value == 512 and launch.num_warps == 4
+    assert launch.grid == (n // 512, 1, 1) and launch.autotune_configs == 3
+    assert tuner._bench is bench  # the tuner's own benchmark function is put back
+    assert recorder.paused == 0
