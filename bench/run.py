@@ -423,7 +423,9 @@ METHOD = """\
 """
 
 
-def render_results_md(result: dict[str, Any], json_name: str) -> str:
+def render_results_md(result: dict[str, Any], json_name: str, notes: str = "") -> str:
+    """The markdown page of one result; `json_name` is shown as given (a path from the
+    repository root where the file is inside it); `notes` (markdown) goes after the summary."""
     meta = result.get("meta", {})
     ops = result.get("operators", [])
     lines = [
@@ -431,7 +433,7 @@ def render_results_md(result: dict[str, Any], json_name: str) -> str:
         "",
         "Written by `bench/run.py` (edit the method text there, not here).",
         "",
-        f"Latest: `bench/results/{json_name}`, {meta.get('date', '?')}, device {meta.get('device_name') or '?'} "
+        f"Latest: `{json_name}`, {meta.get('date', '?')}, device {meta.get('device_name') or '?'} "
         f"({meta.get('device', '?')}), {meta.get('rounds', '?')} rounds per operator, "
         f"{len(ops)} operators from `{meta.get('source', '?')}`"
         + (f" matching `{meta['only']}`" if meta.get("only") else "")
@@ -448,6 +450,7 @@ def render_results_md(result: dict[str, Any], json_name: str) -> str:
         "",
         report.summary_table(result["summary"]),
         "",
+        *(["## Notes", "", notes.strip(), ""] if notes.strip() else []),
         "## Per operator",
         "",
         "Speedups are the geomean over the operator's cases; `winning tiers` lists the tier each",
@@ -482,14 +485,24 @@ def cost_table(ops: list[dict[str, Any]]) -> str:
     return report.markdown_table(header, [[r[0], r[1], *[r[2 + i] for i in used], r[-1]] for r in rows])
 
 
-def write_outputs(result: dict[str, Any], out_dir: Path, results_md: Path | None) -> tuple[Path, Path]:
+def _shown(path: Path) -> str:
+    """`path` from the repository root when it is inside the repository, else as it is."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def write_outputs(
+    result: dict[str, Any], out_dir: Path, results_md: Path | None, notes: str = ""
+) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = result["meta"]
     path = result_path(out_dir, meta["date"], meta["label"])
     meta["file"] = path.name
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     md_path = results_md or (out_dir / "RESULTS.md")
-    md_path.write_text(render_results_md(result, path.name))
+    md_path.write_text(render_results_md(result, _shown(path), notes))
     return path, md_path
 
 
@@ -527,6 +540,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rep-ms", type=float, default=40.0, help="do_bench measuring time per measurement")
     p.add_argument("--quiet", action="store_true", help="no per-round lines")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="combine partial result files")
+    p.add_argument("--notes", default=None, metavar="MD",
+                   help="a markdown file whose text goes into the results page after the summary")  # fmt: skip
     p.add_argument("--one-json", default=None, help=argparse.SUPPRESS)  # internal: --jobs worker
     return p.parse_args(argv)
 
@@ -534,6 +549,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out_dir = Path(args.out)
+    notes = Path(args.notes).read_text() if args.notes else ""
     if args.results_md:
         results_md: Path | None = Path(args.results_md)
     elif out_dir.resolve() == DEFAULT_OUT.resolve():
@@ -547,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             part.setdefault("meta", {}).setdefault("file", Path(f).name)
         result = merge(parts)
         result["meta"]["label"] = result["meta"].get("label") or "merged"
-        path, md = write_outputs(result, out_dir, results_md)
+        path, md = write_outputs(result, out_dir, results_md, notes)
         print(report.summary_table(result["summary"]))
         print(f"wrote {path} and {md}")
         return 0
@@ -587,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     meta["label"] = device_label(args.device, records)
     result = build_result(records, not_run, meta)
-    path, md = write_outputs(result, out_dir, results_md)
+    path, md = write_outputs(result, out_dir, results_md, notes)
     print()
     print(report.operators_table(result["operators"]))
     print()
@@ -612,8 +628,9 @@ def _versions() -> dict[str, str]:
 
 def _commit() -> str | None:
     try:
-        proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=False)  # fmt: skip
+        # "-dirty" when tracked files differ from the commit: the run measured uncommitted code
+        proc = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=7"],
+                              capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout.strip() or None

@@ -134,3 +134,24 @@ def test_merge_combines_partial_results(tmp_path: Path) -> None:
     assert s["device_s"] == pytest.approx(40.0)
     assert merged["meta"]["merged_from"] == ["a.json", "b.json"] and merged["meta"]["wall_s"] == 200.0
     assert "| 03_c | ok | 8.00x |" in md.read_text()
+
+
+def test_merge_puts_the_notes_after_the_summary_and_names_the_json_it_wrote(tmp_path: Path) -> None:
+    meta = {"date": "2026-11-30", "device": "cuda", "device_name": "NVIDIA H200", "label": "nvidia-h200",
+            "rounds": 1, "wall_s": 10.0}  # fmt: skip
+    part = tmp_path / "a.json"
+    part.write_text(json.dumps(bench.build_result([_op("01_a", 2.0)], [], dict(meta))))
+    notes = tmp_path / "notes.md"
+    notes.write_text("Re-run after the recorder fix: see `elsewhere.json`.\n")
+    out, md = tmp_path / "out", tmp_path / "RESULTS.md"
+    argv = ["--merge", str(part), "--out", str(out), "--results-md", str(md), "--notes", str(notes)]
+    assert bench.main(argv) == 0
+    text = md.read_text()
+    written = out / "2026-11-30-nvidia-h200.json"
+    assert written.is_file()
+    assert f"Latest: `{written}`" in text  # outside the repository: the path as it is
+    summary, notes_at, per_op = text.index("## Summary"), text.index("## Notes"), text.index("## Per operator")
+    assert summary < notes_at < per_op
+    assert "Re-run after the recorder fix: see `elsewhere.json`." in text[notes_at:per_op]
+    assert "## Notes" not in bench.render_results_md(json.loads(written.read_text()), "x.json")
+    assert bench._shown(ROOT / "bench" / "results" / "x.json") == "bench/results/x.json"
