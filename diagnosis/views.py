@@ -311,6 +311,7 @@ class CaseRow:
     candidate_ms: float | None
     speedup: float | None
     pct_sol: float | None
+    autotune_choice: str = ""  # the config @triton.autotune chose for this case
 
 
 def _first(d: dict, *keys: str) -> Any:
@@ -351,6 +352,7 @@ def verification_rows(verification: Any) -> tuple[list[CaseRow], dict[str, Any]]
                 candidate_ms=cand,
                 speedup=speedup,
                 pct_sol=_first(c, "pct_sol", "sol_pct"),
+                autotune_choice=str(c.get("autotune_choice") or ""),
             )
         )
     notes = {}
@@ -371,6 +373,7 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, form: DecisionFo
         "kernel": run.version.kernel,
         "findings": proposal.findings.order_by("tier", "id"),
         "cases": rows,
+        "autotuned": any(r.autotune_choice for r in rows),
         "verification_notes": notes,
         "reviews": proposal.reviews.select_related("reviewer"),
         "can_decide": access.is_reviewer(request.user, team) and proposal.status == Proposal.Status.PENDING,

@@ -137,6 +137,7 @@ class CaseCheck:
     flops: int
     dtype: str
     timing: CaseTiming | None = None
+    autotune_choices: tuple[str, ...] = ()  # the config @triton.autotune chose, per autotuned launch
 
 
 @dataclass
@@ -265,6 +266,7 @@ def _case_check(raw: Mapping[str, Any], timing: TimingComparison | None) -> Case
         flops=int(raw.get("flops", 0)),
         dtype=str(raw.get("dtype", "")),
         timing=timed,
+        autotune_choices=tuple(str(c) for c in raw.get("autotune_choices") or ()),
     )
 
 

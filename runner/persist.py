@@ -110,12 +110,20 @@ def stats_json(v: VersionStats | None) -> dict[str, Any] | None:
 
 def outcome_json(o: CandidateOutcome) -> dict[str, Any]:
     parents = list(o.parent_ms) + [None] * max(0, len(o.cases) - len(o.parent_ms))
+    chosen = dict(o.autotune_choices)
+    cases = []
+    for c, p in zip(o.cases, parents, strict=False):
+        row = case_json(c, p, against_parent=True)
+        if chosen.get(f"case {c.index}"):  # what @triton.autotune picked for this case's shapes
+            row["autotune_choice"] = "; ".join(chosen[f"case {c.index}"])
+        cases.append(row)
     return {
         "correct": o.correct,
         "error_kind": o.error_kind,
         "message": o.message,
         "timed": o.timed,
-        "cases": [case_json(c, p, against_parent=True) for c, p in zip(o.cases, parents, strict=False)],
+        "cases": cases,
+        "autotune_choices": {label: list(v) for label, v in o.autotune_choices},
         "speedup": _finite(o.speedup),
         "noise": _finite(o.noise),
         "suspect": o.suspect,

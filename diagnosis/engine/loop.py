@@ -214,6 +214,8 @@ class CandidateOutcome:
     suspect: bool = False  # a time below the speed-of-light bound
     wall_s: float = 0.0
     device_s: float = 0.0
+    # (case label, what @triton.autotune chose there): evidence for a launch-config rewrite
+    autotune_choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def timed(self) -> bool:
@@ -926,6 +928,9 @@ class _Loop:
             parent_ms=parent_ms,
             noise=noise,
             suspect=bool(getattr(out, "suspect", False)),
+            autotune_choices=tuple(
+                (c.label, c.autotune_choices) for c in getattr(out, "cases", ()) if c.autotune_choices
+            ),
         )
 
     def _judge(self, outcome: CandidateOutcome) -> tuple[Verdict, str]:

@@ -99,6 +99,7 @@ def outcome_json(o: CandidateOutcome | None) -> dict[str, Any] | None:
         "suspect": o.suspect,
         "wall_s": _r(o.wall_s, 3),
         "device_s": _r(o.device_s, 3),
+        "autotune_choices": {label: list(c) for label, c in o.autotune_choices},
     }
 
 

@@ -126,6 +126,14 @@ class Launch:
             self.num_stages,
         )
 
+    def chosen_config(self) -> str | None:
+        """For a launch through @triton.autotune: the config the autotuner chose, e.g.
+        'matmul_kernel: BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3'; else None."""
+        if self.autotune_configs <= 1:
+            return None
+        consts = [f"{a.name}={a.value}" for a in self.args if a.kind == "constexpr"]
+        return f"{self.kernel}: " + ", ".join([*consts, f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"])
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,

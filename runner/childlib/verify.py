@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import types
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from runner.backends import Backend
@@ -323,6 +323,8 @@ class CaseRecord:
     tolerance: dict[str, Any] | None = None
     launches: int = 0
     kernels: list[str] | None = None
+    # what @triton.autotune chose for this case's shapes, one line per autotuned launch
+    autotune_choices: list[str] = field(default_factory=list)
     sensitivity: str = "not checked"  # 'changes with input', 'reference constant', 'not checked'
     flops: int = 0
     bytes: int = 0
@@ -461,6 +463,9 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             record.flops, record.bytes, record.dtype = flops, work["bytes"], work["dtype"]
             record.launches = max(record.launches, len(launches))
             record.kernels = sorted({launch.kernel for launch in launches})
+            for choice in (launch.chosen_config() for launch in launches):
+                if choice and choice not in record.autotune_choices:
+                    record.autotune_choices.append(choice)
             if not launches and spec.kind == "timed":
                 raise fail(
                     "no_triton_launch",

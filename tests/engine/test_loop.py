@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from diagnosis.engine import loop as loop_mod
+from diagnosis.engine import report
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult, register_code
 from diagnosis.engine.loop import (
     LoopConfig,
@@ -88,6 +89,9 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+
+
+CHOSEN = "k: BLOCK=256, num_warps=8, num_stages=3"  # what the fake autotuner 'chose'
 
 
 def module(ms: float = 2.0, sol: float = 0.1) -> str:
@@ -170,6 +174,7 @@ class FakeTimingExecutor:
                 0,
                 0,
                 "float32",
+                autotune_choices=(CHOSEN,) if "launch_config applied" in source else (),
             )  # fmt: skip
             for i in range(N_CASES)
         ]
@@ -553,6 +558,10 @@ def test_a_round_records_hypothesis_evidence_proposal_verdict_and_cost(scripted_
     assert r.verdict is Verdict.IMPROVED and r.speedup == pytest.approx(2.0)
     assert r.cost.wall_s > 0 and r.cost.device_s == pytest.approx(JOB_S)
     assert r.decisions[-1].climb is False
+    # the verify job's per-case autotune choices reach the round and its JSON
+    labels = [f"case {i}" for i in range(N_CASES)]
+    assert r.outcome.autotune_choices == tuple((label, (CHOSEN,)) for label in labels)
+    assert report.outcome_json(r.outcome)["autotune_choices"] == {label: [CHOSEN] for label in labels}
 
 
 def test_the_observer_sees_every_step_in_order(scripted_tiers) -> None:

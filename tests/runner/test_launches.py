@@ -107,6 +107,14 @@ def test_parse_target(text: str | None, backend: str, arch: object) -> None:
     assert (target.backend, target.arch) == (backend, arch)
 
 
+def test_an_autotuned_launch_names_its_config() -> None:
+    launch = _record(tuned_axpy, 1 << 12, lambda meta: (triton.cdiv(1 << 12, meta["BLOCK"]),))
+    assert launch.autotune_configs == 3
+    # without a device the recorder launches the first config
+    assert launch.chosen_config() == "_axpy: BLOCK=256, num_warps=2, num_stages=3"
+    assert _record(axpy, 1 << 12, (4,), BLOCK=1024).chosen_config() is None
+
+
 def test_the_recorder_restores_triton_afterwards() -> None:
     run, tuned = JITFunction.run, triton.runtime.autotuner.Autotuner.run
     with record_launches(execute=False):

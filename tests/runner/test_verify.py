@@ -172,6 +172,27 @@ def test_cases_too_large_for_the_interpreter_are_skipped_and_named(executor: Exe
     assert outcome.skipped[0]["numel"] == 4096
 
 
+def test_each_case_says_what_the_autotuner_chose(executor: Executor, tmp_path: Path) -> None:
+    """An autotuned candidate's verify result names the config chosen for each case (the
+    interpreter takes the first config, which the LAUNCH_CONFIG rewrite makes the parent's)."""
+    from diagnosis.engine.evidence import Family
+    from diagnosis.engine.proposers.rules import apply_family
+    from tests.engine.rules_cases import harness as h
+
+    parent = MODULES / "correct_add.py"
+    rw = apply_family(Family.LAUNCH_CONFIG, parent.read_text(), h.rule_input(h.cases_of(parent)))
+    assert rw is not None and "@triton.autotune" in rw.source
+    cand = tmp_path / "autotuned.py"
+    cand.write_text(rw.source)
+    outcome = executor.verify(str(parent), str(cand), seeds=(0,))
+    assert outcome.passed, outcome.error
+    assert outcome.cases
+    for case in outcome.cases:
+        assert case.autotune_choices == ("axpy_kernel: BLOCK=1024, num_warps=4, num_stages=3",)
+    plain = executor.verify(str(parent), seeds=(0,))
+    assert all(c.autotune_choices == () for c in plain.cases)  # nothing autotuned, nothing said
+
+
 def test_a_candidate_is_judged_against_the_parents_model(executor: Executor) -> None:
     outcome = executor.verify(
         str(MODULES / "correct_add.py"), str(MODULES / "candidate_redefines_model.py"), seeds=(0,)

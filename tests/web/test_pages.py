@@ -202,3 +202,29 @@ def test_an_untimed_proposal_says_it_was_checked_for_correctness_only(client, re
     client.force_login(reviewer)
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
     assert "Checked for correctness only" in page
+
+
+def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewer, proposal):
+    from diagnosis.engine.loop import CandidateOutcome, CaseTiming
+    from runner.persist import outcome_json
+
+    chosen = "matmul_kernel: BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3"
+    outcome = CandidateOutcome(
+        correct=True,
+        cases=(CaseTiming(0, 0.5, 1.0, 0.1), CaseTiming(1, 0.2, 0.4, 0.05)),
+        parent_ms=(1.0, 0.3),
+        autotune_choices=(("case 0", (chosen,)), ("verify 0", ("matmul_kernel: BLOCK_M=16",))),
+    )
+    proposal.verification = outcome_json(outcome)
+    proposal.save()
+    client.force_login(reviewer)
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert "<th>Autotune chose</th>" in page
+    assert f"<code>{chosen}</code>" in page  # case 0
+    assert "<code>–</code>" in page  # case 1: nothing recorded for it
+    assert proposal.verification["autotune_choices"]["verify 0"] == ["matmul_kernel: BLOCK_M=16"]
+
+    proposal.verification = outcome_json(CandidateOutcome(correct=True, cases=(CaseTiming(0, 0.5),), parent_ms=(1.0,)))
+    proposal.save()
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert "Autotune chose" not in page
