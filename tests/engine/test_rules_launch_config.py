@@ -71,10 +71,34 @@ BLOCK_SIZE = triton.next_power_of_2(n_cols)
 row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
 return out
 '''),
-        ["triton.Config({}, num_warps=16)", 'key=["n_cols"]',
-         "row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK_SIZE)\n"],
+        # the grid's row count is no argument of the kernel: it becomes one, read by the key only
+        ["triton.Config({}, num_warps=16)", 'key=["n_cols", "n_rows"]',
+         "def row_kernel(x_ptr, out_ptr, n_cols, stride, n_rows, BLOCK_SIZE: tl.constexpr):",
+         "row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK_SIZE, n_rows=n_rows)\n"],
         ["num_warps=4)\n        return"],
         id="row-block-from-next-power-of-2-tunes-warps-only",
+    ),
+    pytest.param(
+        HEADER + ROW_KERNEL + wrapper('''
+out = torch.empty_like(x)
+row_kernel[(x.shape[0],)](
+    x, out, x.shape[1], x.stride(0),
+    BLOCK_SIZE=triton.next_power_of_2(x.shape[1]),
+)
+return out
+'''),
+        # an expression, not a name: the argument is named after the grid axis, on its own line
+        ['key=["n_cols", "grid_size_0"]',
+         "def row_kernel(x_ptr, out_ptr, n_cols, stride, grid_size_0, BLOCK_SIZE: tl.constexpr):",
+         "BLOCK_SIZE=triton.next_power_of_2(x.shape[1]),\n            grid_size_0=x.shape[0],\n        )"],
+        [],
+        id="grid-size-expression-becomes-a-key-argument",
+    ),
+    pytest.param(
+        h.source("matmul.py"),
+        ['key=["M", "N", "K"]'],
+        ["grid_size", "M=M"],  # both grid axes are cdiv(M | N, block): the key already sees them
+        id="grid-sizes-already-in-the-key-add-nothing",
     ),
     pytest.param(
         HEADER + TWO_KERNELS + wrapper('''
@@ -194,6 +218,16 @@ copy_kernel[(n // 1000,)](x, out, n, BLOCK_SIZE=1024)
 return out
 '''),
         id="grid-does-not-follow-the-block",
+    ),
+    pytest.param(
+        HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+n_rows = 0
+return out
+'''),
+        id="grid-size-rebound-after-the-launch",
     ),
 ]
 

@@ -19,6 +19,7 @@ the autotuner runs every config while benchmarking.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,9 @@ class Plan:
     key: list[str]
     edits: list[tuple[cst.CSTNode, Any]] = field(default_factory=list)
     dead: set[str] = field(default_factory=set)  # wrapper locals that may be left unread
+    # kernel parameter -> wrapper expression: grid sizes the kernel is not given, passed so
+    # that the autotune key sees them (the kernel does not read them)
+    key_args: dict[str, cst.BaseExpression] = field(default_factory=dict)
 
 
 def _pow2(v: int) -> bool:
@@ -197,6 +201,61 @@ def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> 
     return key
 
 
+def _grid_sizes_outside_key(
+    kernel: cu.Kernel, launch: cu.Launch, bindings: cu.Bindings, key: list[str]
+) -> list[tuple[int, cst.BaseExpression]] | None:
+    """(axis, size expression) of each grid axis whose size the key does not see.
+
+    The autotuner caches its choice per key; a grid axis sized by something the kernel is not
+    given (`(n_rows,)`, `(B, cdiv(D, BLOCK_D))`) then shares one config between problems of
+    different sizes, chosen on whichever ran first (in the verify job: a 37-row check input).
+    The size of an axis is the grid element, or X of `cdiv(X, block)`. None: not analysable.
+    """
+    grid = launch.grid
+    if isinstance(grid, cst.Name):
+        b = bindings.single(grid.value)
+        grid = b.value if b is not None else None
+    if grid is None or isinstance(grid, cst.Lambda) or not isinstance(grid, cst.Tuple):
+        return None
+    bound = launch.bound(kernel)
+    covered = {cu.code(bound[k]) for k in key if k in bound}
+    out = []
+    for axis, el in enumerate(grid.elements):
+        size = el.value
+        if cu.is_call(size, "triton.cdiv", "cdiv") and len(size.args) == 2:
+            size = size.args[0].value
+        if cu.int_literal(size) is not None or cu.code(size) in covered:
+            continue
+        if isinstance(size, cst.Name) and (b := bindings.single(size.value)) is not None and b.value is not None:
+            if cu.code(b.value) in covered:
+                continue
+        # evaluated again at the launch: every name in it must mean there what it meant in the grid
+        if any(len(bindings.by_name.get(n, [])) > 1 for n in cu.names_in(size)):
+            return None
+        out.append((axis, size))
+    return out
+
+
+def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bool:
+    """Give the kernel one unread parameter per size (after the launch's positional arguments,
+    passed by keyword) and put it in the key; False when the signature does not allow it."""
+    kernel, launch = plan.kernel, plan.launch
+    params = kernel.node.params
+    if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg:
+        return False
+    at = len(launch.positional)
+    if at > len(kernel.params) or any(p in kernel.defaults for p in kernel.params[:at]):
+        return False
+    taken = set(kernel.params) | set(launch.keywords)
+    for axis, size in sizes:
+        base = size.value if isinstance(size, cst.Name) else f"grid_size_{axis}"
+        name = cu.fresh_name(base, taken) if base in taken else base
+        taken.add(name)
+        plan.key_args[name] = size
+        plan.key.append(name)
+    return True
+
+
 def _literal_bindings(launch: cu.Launch, kernel: cu.Kernel, bindings: cu.Bindings) -> tuple[dict[str, int], dict[str, str], set[str]]:
     """(tuned constexpr -> value, wrapper name -> constexpr, constexprs bound to next_power_of_2)."""
     tuned: dict[str, int] = {}
@@ -314,6 +373,9 @@ def _plan(
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
+    sizes = _grid_sizes_outside_key(kernel, launch, bindings, key)
+    if sizes is None or (sizes and not _add_key_args(plan, sizes)):
+        return None  # the autotuner could not tell apart problems the grid tells apart
     if kernel.has_dot and tuned:
         plan.kind = "gemm"
         configs = _gemm_configs(plan, inp, values, source)
@@ -377,7 +439,11 @@ def _plan(
     # the launch loses the tuned constexprs and the launch options
     drop = set(tuned) | set(LAUNCH_OPTIONS)
     dropped = {id(a) for a in launch.call.args if a.keyword is not None and a.keyword.value in drop}
-    plan.edits.append((launch.call, _DropArgs(dropped)))
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    added = [cst.Arg(keyword=cst.Name(n), value=v, equal=tight) for n, v in plan.key_args.items()]
+    plan.edits.append((launch.call, _DropArgs(dropped, added)))
+    if plan.key_args:
+        plan.edits.append((kernel.node.params, _with_params(kernel, len(launch.positional), list(plan.key_args))))
 
     plan.dead = set(names) | ({launch.grid.value} if isinstance(launch.grid, cst.Name) else set())
     return plan
@@ -389,9 +455,22 @@ def _reads(launch: cu.Launch, name: str, bindings: cu.Bindings) -> int:
 
 @dataclass
 class _DropArgs:
-    """Marker edit: drop these arguments (by identity) from the call, keeping its other edits."""
+    """Marker edit: drop these arguments (by identity) from the call and append `add`,
+    keeping the call's other edits."""
 
     ids: set[int]
+    add: list[cst.Arg] = field(default_factory=list)
+
+
+def _with_params(kernel: cu.Kernel, at: int, names: list[str]) -> cst.Parameters:
+    params = list(kernel.node.params.params)
+    new = [cst.Param(cst.Name(n), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in names]
+    if at == len(params) and params:  # appended: the old last parameter needs a comma
+        last = params[-1]
+        if not isinstance(last.comma, cst.Comma):
+            params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new[-1] = new[-1].with_changes(comma=last.comma)
+    return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
 
 
 @dataclass
@@ -409,22 +488,31 @@ class _Apply(cst.CSTTransformer):
             return updated_node
         if isinstance(new, _DropArgs):
             assert isinstance(original_node, cst.Call) and isinstance(updated_node, cst.Call)
-            return drop_args(original_node, updated_node, new.ids)
+            return drop_args(original_node, updated_node, new.ids, new.add)
         if isinstance(new, _Decorate):
             assert isinstance(updated_node, cst.FunctionDef)
             return updated_node.with_changes(decorators=new.decorators)
         return new
 
 
-def drop_args(original: cst.Call, updated: cst.Call, ids: set[int]) -> cst.Call:
-    """`updated` without the arguments whose originals are in `ids`; the last kept argument
-    takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not `f(a, )`."""
+def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequence[cst.Arg] = ()) -> cst.Call:
+    """`updated` without the arguments whose originals are in `ids`, then `add`; the last
+    argument takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not
+    `f(a, )`, and a call laid out one argument per line stays so."""
     pairs = list(zip(original.args, updated.args, strict=True))
     kept = [u for o, u in pairs if id(o) not in ids]
-    if kept and pairs and id(pairs[-1][0]) in ids:
-        last = pairs[-1][1]
-        kept[-1] = kept[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
-    return updated.with_changes(args=kept)
+    if not pairs:
+        return updated.with_changes(args=list(add))
+    last = pairs[-1][1]
+    tail = [*kept, *add]
+    if add and kept and id(pairs[-1][0]) not in ids:
+        # the old last argument now precedes the added ones: it takes the separator its
+        # predecessor had (a new line in a call laid out one argument per line)
+        sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
+        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    if tail and (add or id(pairs[-1][0]) in ids):
+        tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    return updated.with_changes(args=tail)
 
 
 def _decorator(plan: Plan) -> cst.Decorator:
