@@ -202,14 +202,17 @@ def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> 
 
 
 def _grid_sizes_outside_key(
-    kernel: cu.Kernel, launch: cu.Launch, bindings: cu.Bindings, key: list[str]
+    kernel: cu.Kernel, launch: cu.Launch, bindings: cu.Bindings, key: list[str], blocks: set[str]
 ) -> list[tuple[int, cst.BaseExpression]] | None:
     """(axis, size expression) of each grid axis whose size the key does not see.
 
     The autotuner caches its choice per key; a grid axis sized by something the kernel is not
     given (`(n_rows,)`, `(B, cdiv(D, BLOCK_D))`) then shares one config between problems of
     different sizes, chosen on whichever ran first (in the verify job: a 37-row check input).
-    The size of an axis is the grid element, or X of `cdiv(X, block)`. None: not analysable.
+    The size of an axis is the grid element, or X of `cdiv(X, block)`; it is seen when every
+    name it reads is a key value (or a local bound to one), a block constant (`blocks`: wrapper
+    names of the tuned constexprs) or `triton`. None: not analysable, or a size that depends on
+    a block.
     """
     grid = launch.grid
     if isinstance(grid, cst.Name):
@@ -219,16 +222,22 @@ def _grid_sizes_outside_key(
         return None
     bound = launch.bound(kernel)
     covered = {cu.code(bound[k]) for k in key if k in bound}
+
+    def seen(name: str) -> bool:
+        if name in covered or name in blocks or name in ("triton", "cdiv"):
+            return True
+        b = bindings.single(name)
+        return b is not None and b.value is not None and cu.code(b.value) in covered
+
     out = []
     for axis, el in enumerate(grid.elements):
         size = el.value
         if cu.is_call(size, "triton.cdiv", "cdiv") and len(size.args) == 2:
             size = size.args[0].value
-        if cu.int_literal(size) is not None or cu.code(size) in covered:
+        if cu.int_literal(size) is not None or cu.code(size) in covered or all(map(seen, cu.names_in(size))):
             continue
-        if isinstance(size, cst.Name) and (b := bindings.single(size.value)) is not None and b.value is not None:
-            if cu.code(b.value) in covered:
-                continue
+        if cu.names_in(size) & blocks:
+            return None  # a size that depends on the block cannot be passed as it is
         # evaluated again at the launch: every name in it must mean there what it meant in the grid
         if any(len(bindings.by_name.get(n, [])) > 1 for n in cu.names_in(size)):
             return None
@@ -373,7 +382,7 @@ def _plan(
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
-    sizes = _grid_sizes_outside_key(kernel, launch, bindings, key)
+    sizes = _grid_sizes_outside_key(kernel, launch, bindings, key, set(names))
     if sizes is None or (sizes and not _add_key_args(plan, sizes)):
         return None  # the autotuner could not tell apart problems the grid tells apart
     if kernel.has_dot and tuned:
