@@ -10,7 +10,41 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import apply_family
 from tests.engine.rules_cases import harness as h
 
-GEMM = h.source("matmul_relu.py")
+ALPHA_INIT = "    def __init__(self, alpha=0.5):\n        super().__init__()\n        self.alpha = alpha\n\n"
+EPILOGUE_KERNEL = '''@triton.jit
+def scaled_relu_kernel(x_ptr, out_ptr, n_elements, alpha, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offsets, (tl.maximum(x, 0.0) * alpha).to(tl.float16), mask=mask)
+
+
+'''
+
+
+def _gemm_then_scaled_relu() -> str:
+    """rules_cases/matmul.py with a scaled ReLU after the GEMM, as its own element-wise kernel
+    over the product (and the same in the reference)."""
+    text = h.source("matmul.py")
+    edits = [
+        ("class Model(nn.Module):\n", "class Model(nn.Module):\n" + ALPHA_INIT),
+        ("        return torch.matmul(a, b)\n", "        return torch.relu(torch.matmul(a, b)) * self.alpha\n"),
+        ("class ModelNew(nn.Module):\n", EPILOGUE_KERNEL + "class ModelNew(nn.Module):\n" + ALPHA_INIT),
+        (
+            "        return c\n",
+            "        out = torch.empty_like(c)\n        n = c.numel()\n"
+            "        scaled_relu_kernel[(triton.cdiv(n, 1024),)](c, out, n, self.alpha, BLOCK_SIZE=1024)\n"
+            "        return out\n",
+        ),
+    ]
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+GEMM = _gemm_then_scaled_relu()
 SUITE = Path(__file__).resolve().parents[2] / "bench" / "suite"
 ROW = (SUITE / "23_layernorm_gelu_fp32.py").read_text() if SUITE.is_dir() else ""
 
@@ -96,15 +130,17 @@ def test_it_leaves_unsafe_sequences_alone(before: str) -> None:
 
 
 def test_the_fused_gemm_is_correct_under_the_interpreter_for_every_config(tmp_path: Path) -> None:
-    fused = apply_family(Family.FUSION, GEMM, h.rule_input(h.cases_of(h.HERE / "matmul_relu.py")))
+    original = tmp_path / "gemm_relu.py"
+    original.write_text(GEMM)
+    fused = apply_family(Family.FUSION, GEMM, h.rule_input(h.cases_of(original)))
     assert fused is not None
-    tuned = apply_family(Family.LAUNCH_CONFIG, fused.source, h.rule_input(h.cases_of(h.HERE / "matmul_relu.py")))
+    tuned = apply_family(Family.LAUNCH_CONFIG, fused.source, h.rule_input(h.cases_of(original)))
     assert tuned is not None and "@triton.autotune" in tuned.source
-    paths = []
+    paths = [original]
     for name, text in (("gemm_relu_fused.py", fused.source), ("gemm_relu_fused_tuned.py", tuned.source)):
         path = tmp_path / name
         path.write_text(text)
         paths.append(path)
-    results = h.interp_check([h.HERE / "matmul_relu.py", *paths])
-    for path in [h.HERE / "matmul_relu.py", *paths]:
+    results = h.interp_check(paths)
+    for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]

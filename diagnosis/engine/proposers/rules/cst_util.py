@@ -884,3 +884,41 @@ def make_decorator(text: str) -> cst.Decorator:
     fn = cst.parse_statement(f"@{text}\ndef _f():\n    pass\n")
     assert isinstance(fn, cst.FunctionDef)
     return fn.decorators[0]
+
+
+def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """`name=value`, written without spaces around `=`."""
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    return cst.Arg(keyword=cst.Name(name), value=value, equal=tight)
+
+
+def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
+    """The kernel's parameters with plain `names` inserted at index `at`."""
+    params = list(kernel.node.params.params)
+    new = [cst.Param(cst.Name(n), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in names]
+    if at == len(params) and params:  # appended: the old last parameter needs a comma
+        last = params[-1]
+        if not isinstance(last.comma, cst.Comma):
+            params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new[-1] = new[-1].with_changes(comma=last.comma)
+    return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
+
+
+def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequence[cst.Arg] = ()) -> cst.Call:
+    """`updated` without the arguments whose originals are in `ids`, then `add`; the last
+    argument takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not
+    `f(a, )`, and a call laid out one argument per line stays so."""
+    pairs = list(zip(original.args, updated.args, strict=True))
+    kept = [u for o, u in pairs if id(o) not in ids]
+    if not pairs:
+        return updated.with_changes(args=list(add))
+    last = pairs[-1][1]
+    tail = [*kept, *add]
+    if add and kept and id(pairs[-1][0]) not in ids:
+        # the old last argument now precedes the added ones: it takes the separator its
+        # predecessor had (a new line in a call laid out one argument per line)
+        sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
+        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    if tail and (add or id(pairs[-1][0]) in ids):
+        tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    return updated.with_changes(args=tail)

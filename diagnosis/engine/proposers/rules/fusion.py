@@ -54,7 +54,7 @@ class Elementwise:
     stores: list[tuple[str, cst.SimpleStatementLine, cst.BaseExpression]] = field(default_factory=list)
 
 
-def _elementwise(kernel: cu.Kernel) -> Elementwise | None:
+def elementwise(kernel: cu.Kernel) -> Elementwise | None:
     body = cu.body_statements(kernel.node.body)
     if not body or not all(isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 for s in body):
         return None
@@ -141,7 +141,9 @@ class _Pair:
     t2: str  # K2's parameter that loads the temporary
 
 
-def _between_ok(stmts: list[cst.BaseStatement], l1_names: set[str], tmp: str) -> bool:
+def between_ok(stmts: list[cst.BaseStatement], kept: set[str], unread: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """The statements between two launches only allocate or read metadata, rebind none of
+    `kept` (what the moved launch reads) and read none of `unread`."""
     for s in stmts:
         if not isinstance(s, cst.SimpleStatementLine):
             return False
@@ -149,7 +151,7 @@ def _between_ok(stmts: list[cst.BaseStatement], l1_names: set[str], tmp: str) ->
             if not isinstance(small, cst.Assign):
                 return False
             targets = {t.value for at in small.targets for t in cu.walk(at.target) if isinstance(t, cst.Name)}
-            if targets & (l1_names | {tmp}) or tmp in cu.names_in(small.value):
+            if targets & kept or unread & cu.names_in(small.value):
                 return False
             for c in (n for n in cu.walk(small.value) if isinstance(n, cst.Call)):
                 name = cu.call_name(c)
@@ -159,21 +161,35 @@ def _between_ok(stmts: list[cst.BaseStatement], l1_names: set[str], tmp: str) ->
     return True
 
 
-def _find_pair(tree: cst.Module, inp: RuleInput) -> _Pair | None:
+def launch_sequences(tree: cst.Module) -> tuple[dict[str, cu.Kernel], list[tuple[list, list[cu.Launch]]]]:
+    """The kernels launched from exactly one place and not autotuned, and for each wrapper
+    its statements and, in order, those kernels' launches that are whole statements of it."""
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
     count: dict[str, int] = {}
     for lc in launches:
         count[lc.kernel] = count.get(lc.kernel, 0) + 1
-    infos = {k: e for k, kern in kernels.items() if count.get(k) == 1 and not kern.autotuned and (e := _elementwise(kern))}
+    once = {k: kern for k, kern in kernels.items() if count.get(k) == 1 and not kern.autotuned}
     by_fn: dict[int, list[cu.Launch]] = {}
     for lc in launches:
         by_fn.setdefault(id(lc.function), []).append(lc)
+    sequences = []
     for group in by_fn.values():
-        fn = group[0].function
-        body = cu.body_statements(fn.body)
-        order = [lc for lc in group if lc.statement in body and lc.kernel in infos and not lc.has_star_args]
+        body = cu.body_statements(group[0].function.body)
+        order = [lc for lc in group if lc.statement in body and lc.kernel in once and not lc.has_star_args]
         order.sort(key=lambda lc: body.index(lc.statement))
+        sequences.append((body, order))
+    return once, sequences
+
+
+def _find_pair(tree: cst.Module, inp: RuleInput) -> _Pair | None:
+    once, sequences = launch_sequences(tree)
+    infos = {k: e for k, kern in once.items() if (e := elementwise(kern))}
+    for body, launched in sequences:
+        order = [lc for lc in launched if lc.kernel in infos]
+        if len(order) < 2:
+            continue
+        fn = order[0].function
         wb = cu.Bindings(fn)
         reads = cu.name_loads(fn.body, wb.target_ids)
         for i, la in enumerate(order):
@@ -222,7 +238,7 @@ def _match(la, lb, infos, body, wb, reads, inp) -> _Pair | None:
         return None
     i, j = body.index(la.statement), body.index(lb.statement)
     l1_names = {n for node in la.call.args for n in cu.names_in(node)}
-    if not _between_ok(body[i + 1:j], l1_names, tmp):
+    if not between_ok(body[i + 1:j], l1_names | {tmp}, {tmp}):
         return None
     return _Pair(a, b, la, lb, tmp, q1, t2)
 
@@ -268,15 +284,12 @@ def _fused(pair: _Pair, taken_module: set[str]) -> tuple[cst.FunctionDef, list[s
     name = cu.fresh_name(
         f"{a.kernel.name.removesuffix('_kernel')}_{b.kernel.name.removesuffix('_kernel')}_kernel", taken_module
     )
-    params = list(a.kernel.node.params.params)
-    first_constexpr = next(i for i, p in enumerate(params) if p.name.value in a.kernel.constexprs)
-    added = [cst.Param(cst.Name(p), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for p in new_params]
-    params = params[:first_constexpr] + added + params[first_constexpr:]
+    first_constexpr = next(i for i, p in enumerate(a.kernel.params) if p in a.kernel.constexprs)
     jit = [d for d in a.kernel.node.decorators if cu.decorator_name(d) in ("triton.jit", "jit")]
     fn = a.kernel.node.with_changes(
         name=cst.Name(name),
         decorators=jit,
-        params=a.kernel.node.params.with_changes(params=params),
+        params=cu.insert_params(a.kernel, first_constexpr, new_params),
         body=a.kernel.node.body.with_changes(body=merged),
     )
     return fn, new_params, new_args, name

@@ -35,12 +35,11 @@ from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.fusion import (
     ALLOCS,
-    BETWEEN_CALLS,
-    BETWEEN_METHODS,
     Elementwise,
-    _elementwise,
+    between_ok,
+    elementwise,
+    launch_sequences,
 )
-from diagnosis.engine.proposers.rules.launch_config import drop_args
 
 METADATA = frozenset({"numel", "stride", "shape", "size", "dtype", "device", "dim"})
 STORE_ARGS = ("pointer", "value", "mask")
@@ -114,10 +113,9 @@ class _Match:
     out_param: str  # C's parameter that stores to out
 
 
-def _metadata_only(fn: cst.FunctionDef, tmp: str, allowed: set[int]) -> bool:
-    """Every read of `tmp` in the wrapper is one of `allowed` (by identity), a metadata
+def _metadata_only(fn: cst.FunctionDef, bindings: cu.Bindings, tmp: str, allowed: set[int]) -> bool:
+    """Every read of `tmp` in the wrapper `fn` is one of `allowed` (by identity), a metadata
     attribute, or the argument of torch.empty_like."""
-    bindings = cu.Bindings(fn)
     total = cu.name_loads(fn.body, bindings.target_ids)[tmp]
     fine = 0
     for n in cu.walk(fn.body):
@@ -130,25 +128,6 @@ def _metadata_only(fn: cst.FunctionDef, tmp: str, allowed: set[int]) -> bool:
     return fine == total
 
 
-def _between_ok(stmts: list[cst.BaseStatement], moved: set[str]) -> bool:
-    """Statements between the launches only allocate or read metadata, and rebind nothing
-    the moved launch reads."""
-    for s in stmts:
-        if not isinstance(s, cst.SimpleStatementLine):
-            return False
-        for small in s.body:
-            if not isinstance(small, cst.Assign):
-                return False
-            targets = {t.value for at in small.targets for t in cu.walk(at.target) if isinstance(t, cst.Name)}
-            if targets & moved:
-                return False
-            for c in (n for n in cu.walk(small.value) if isinstance(n, cst.Call)):
-                method = c.func.attr.value if isinstance(c.func, cst.Attribute) else None
-                if cu.call_name(c) not in BETWEEN_CALLS and method not in BETWEEN_METHODS:
-                    return False
-    return True
-
-
 def _covers(expr: cst.BaseExpression, tmp: str, bindings: cu.Bindings) -> bool:
     """`expr` is `tmp.numel()`, or a name bound once to it."""
     if isinstance(expr, cst.Name):
@@ -159,11 +138,12 @@ def _covers(expr: cst.BaseExpression, tmp: str, bindings: cu.Bindings) -> bool:
     return cu.code(expr) == f"{tmp}.numel()"
 
 
-def _match(lp: cu.Launch, lc: cu.Launch, p: cu.Kernel, c: Elementwise, body: list, inp: RuleInput) -> _Match | None:
+def _match(
+    lp: cu.Launch, lc: cu.Launch, p: cu.Kernel, store: _Store, c: Elementwise, body: list, inp: RuleInput
+) -> _Match | None:
     if lp.kernel == lc.kernel or not (inp.wants(lp.kernel) or inp.wants(lc.kernel)):
         return None
-    store = _single_store(p)
-    if store is None or len(c.stores) != 1 or c.other_loads or len(c.direct) != 1:
+    if len(c.stores) != 1 or c.other_loads or len(c.direct) != 1:
         return None
     bp, bc = lp.bound(p), lc.bound(c.kernel)
     tmp_expr, (t2,) = bp.get(store.param), tuple(c.direct)
@@ -186,7 +166,7 @@ def _match(lp: cu.Launch, lc: cu.Launch, p: cu.Kernel, c: Elementwise, body: lis
     allowed = {id(a.value) for a in lp.call.args if a.value is tmp_expr} | {
         id(a.value) for a in lc.call.args if a.value is bc[t2]
     }
-    if len(allowed) != 2 or not _metadata_only(lp.function, tmp, allowed):
+    if len(allowed) != 2 or not _metadata_only(lp.function, wb, tmp, allowed):
         return None
     # C's statements, once its loads of tmp are the kept value, use none of its indexing
     rest = [s for s in cu.body_statements(c.kernel.node.body) if s not in c.defs]
@@ -201,30 +181,22 @@ def _match(lp: cu.Launch, lc: cu.Launch, p: cu.Kernel, c: Elementwise, body: lis
         return None
     i, j = body.index(lp.statement), body.index(lc.statement)
     moved = {n for a in lp.call.args for n in cu.names_in(a)} | cu.names_in(lp.grid)
-    if not _between_ok(body[i + 1:j], moved):
+    if not between_ok(body[i + 1:j], moved):
         return None
     return _Match(p, c, lp, lc, store, tmp, t2, out_param)
 
 
 def _find(tree: cst.Module, inp: RuleInput) -> _Match | None:
-    kernels = cu.find_kernels(tree)
-    launches = cu.find_launches(tree, kernels)
-    count: dict[str, int] = {}
-    for lc in launches:
-        count[lc.kernel] = count.get(lc.kernel, 0) + 1
-    once = {k: kern for k, kern in kernels.items() if count.get(k) == 1 and not kern.autotuned}
-    consumers = {k: e for k, kern in once.items() if (e := _elementwise(kern))}
-    by_fn: dict[int, list[cu.Launch]] = {}
-    for lc in launches:
-        by_fn.setdefault(id(lc.function), []).append(lc)
-    for group in by_fn.values():
-        body = cu.body_statements(group[0].function.body)
-        order = [lc for lc in group if lc.statement in body and lc.kernel in once and not lc.has_star_args]
-        order.sort(key=lambda lc: body.index(lc.statement))
+    once, sequences = launch_sequences(tree)
+    consumers = {k: e for k, kern in once.items() if (e := elementwise(kern))}
+    producers = {k: st for k, kern in once.items() if (st := _single_store(kern))}
+    for body, order in sequences:
         for i, lp in enumerate(order):
+            if lp.kernel not in producers:
+                continue
             for lc in order[i + 1:]:
                 if lc.kernel in consumers:
-                    m = _match(lp, lc, once[lp.kernel], consumers[lc.kernel], body, inp)
+                    m = _match(lp, lc, once[lp.kernel], producers[lp.kernel], consumers[lc.kernel], body, inp)
                     if m is not None:
                         return m
     return None
@@ -267,15 +239,10 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
         else:
             body.append(s)
     name = cu.fresh_name(f"{p.name.removesuffix('_kernel')}_{c.kernel.name.removesuffix('_kernel')}_kernel", taken_module)
-    params = list(p.node.params.params)
-    at = next((i for i, x in enumerate(params) if x.name.value in p.constexprs), len(params))
-    added = [cst.Param(cst.Name(n), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in new_params]
-    if at == len(params) and params and not isinstance(params[-1].comma, cst.Comma):
-        params[-1] = params[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        added[-1] = added[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    at = next((i for i, x in enumerate(p.params) if x in p.constexprs), len(p.params))
     fn = p.node.with_changes(
         name=cst.Name(name),
-        params=p.node.params.with_changes(params=params[:at] + added + params[at:]),
+        params=cu.insert_params(p, at, list(new_params)),
         body=p.node.body.with_changes(body=body),
     )
     return fn, new_params, name
@@ -291,9 +258,8 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
     if len(m.lp.positional) > next((i for i, x in enumerate(m.p.params) if x in m.p.constexprs), len(m.p.params)):
         return None  # a constexpr passed positionally: the added parameters would shift it
     fn, new_params, name = _fused(m, cu.all_names(tree))
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    extra = [cst.Arg(keyword=cst.Name(k), value=v, equal=tight) for k, v in new_params.items()]
-    call = drop_args(m.lp.call, m.lp.call, set(), extra)
+    extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
+    call = cu.drop_args(m.lp.call, m.lp.call, set(), extra)
     sub = call.func
     assert isinstance(sub, cst.Subscript)
     call = call.with_changes(func=sub.with_changes(value=cst.Name(name)))

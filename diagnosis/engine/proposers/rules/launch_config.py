@@ -19,7 +19,6 @@ the autotuner runs every config while benchmarking.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -448,11 +447,10 @@ def _plan(
     # the launch loses the tuned constexprs and the launch options
     drop = set(tuned) | set(LAUNCH_OPTIONS)
     dropped = {id(a) for a in launch.call.args if a.keyword is not None and a.keyword.value in drop}
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    added = [cst.Arg(keyword=cst.Name(n), value=v, equal=tight) for n, v in plan.key_args.items()]
+    added = [cu.keyword_arg(n, v) for n, v in plan.key_args.items()]
     plan.edits.append((launch.call, _DropArgs(dropped, added)))
     if plan.key_args:
-        plan.edits.append((kernel.node.params, _with_params(kernel, len(launch.positional), list(plan.key_args))))
+        plan.edits.append((kernel.node.params, cu.insert_params(kernel, len(launch.positional), list(plan.key_args))))
 
     plan.dead = set(names) | ({launch.grid.value} if isinstance(launch.grid, cst.Name) else set())
     return plan
@@ -471,17 +469,6 @@ class _DropArgs:
     add: list[cst.Arg] = field(default_factory=list)
 
 
-def _with_params(kernel: cu.Kernel, at: int, names: list[str]) -> cst.Parameters:
-    params = list(kernel.node.params.params)
-    new = [cst.Param(cst.Name(n), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in names]
-    if at == len(params) and params:  # appended: the old last parameter needs a comma
-        last = params[-1]
-        if not isinstance(last.comma, cst.Comma):
-            params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        new[-1] = new[-1].with_changes(comma=last.comma)
-    return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
-
-
 @dataclass
 class _Decorate:
     decorators: list[cst.Decorator]
@@ -497,31 +484,11 @@ class _Apply(cst.CSTTransformer):
             return updated_node
         if isinstance(new, _DropArgs):
             assert isinstance(original_node, cst.Call) and isinstance(updated_node, cst.Call)
-            return drop_args(original_node, updated_node, new.ids, new.add)
+            return cu.drop_args(original_node, updated_node, new.ids, new.add)
         if isinstance(new, _Decorate):
             assert isinstance(updated_node, cst.FunctionDef)
             return updated_node.with_changes(decorators=new.decorators)
         return new
-
-
-def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequence[cst.Arg] = ()) -> cst.Call:
-    """`updated` without the arguments whose originals are in `ids`, then `add`; the last
-    argument takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not
-    `f(a, )`, and a call laid out one argument per line stays so."""
-    pairs = list(zip(original.args, updated.args, strict=True))
-    kept = [u for o, u in pairs if id(o) not in ids]
-    if not pairs:
-        return updated.with_changes(args=list(add))
-    last = pairs[-1][1]
-    tail = [*kept, *add]
-    if add and kept and id(pairs[-1][0]) not in ids:
-        # the old last argument now precedes the added ones: it takes the separator its
-        # predecessor had (a new line in a call laid out one argument per line)
-        sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
-        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    if tail and (add or id(pairs[-1][0]) in ids):
-        tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
-    return updated.with_changes(args=tail)
 
 
 def _decorator(plan: Plan) -> cst.Decorator:
