@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.childlib.timing import interleaved
+import pytest
+
+from diagnosis.engine.verdict import MIN_NOISE_FLOOR, noise_floor
+from runner.childlib.timing import interleaved, spread
 
 
 class CallLog:
@@ -55,3 +58,47 @@ def test_discard_zero_keeps_every_measurement() -> None:
     backend = CallLog([9.0, 5.0, 4.0, 2.0])
     times = interleaved(backend, fns, rounds=2, discard=0)
     assert times == {"parent": [9.0, 4.0], "candidate": [5.0, 2.0]}
+
+
+def test_rounds_that_disagree_are_re_timed_until_they_agree() -> None:
+    calls: list[str] = []
+    fns = {n: contender(n, calls) for n in ("parent", "candidate", "reference")}
+    # round 1: parent 2.0 (slowed by interference), candidate 1.0, reference 3.0;
+    # round 2: parent 1.0, candidate 1.0 -> the parent's spread is 100 %: a third round, then a
+    # fourth (three rounds still hold the outlier); with four the outlier is left out.
+    backend = CallLog([1.0, 1.0, 3.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.01, 1.0, 1.02, 1.0])
+    times = interleaved(
+        backend, fns, rounds=2, once=("reference",), discard=1, max_rounds=6, settle=0.05
+    )
+    assert times == {
+        "parent": [2.0, 1.0, 1.01, 1.02],
+        "candidate": [1.0, 1.0, 1.0, 1.0],
+        "reference": [3.0],
+    }
+    assert backend.log.count("reference") == 2  # the discarded measurement and round 1 only
+    assert not backend.script
+
+
+def test_re_timing_stops_at_max_rounds() -> None:
+    calls: list[str] = []
+    fns = {n: contender(n, calls) for n in ("parent", "candidate")}
+    backend = CallLog([1.0, 1.0] + [1.0, 1.0, 2.0, 1.0, 1.0, 1.0, 3.0, 1.0, 5.0, 1.0])
+    times = interleaved(backend, fns, rounds=2, discard=1, max_rounds=5, settle=0.05)
+    assert times["parent"] == [1.0, 2.0, 1.0, 3.0, 5.0]  # never agreed: five rounds, no more
+    assert not backend.script
+
+
+def test_agreeing_rounds_are_not_re_timed() -> None:
+    calls: list[str] = []
+    fns = {n: contender(n, calls) for n in ("parent", "candidate")}
+    backend = CallLog([1.0, 1.0, 1.0, 2.0, 1.03, 2.02])
+    times = interleaved(backend, fns, rounds=2, discard=1, max_rounds=6, settle=0.05)
+    assert times == {"parent": [1.0, 1.03], "candidate": [2.0, 2.02]}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[1.0, 1.05], [2.0, 1.0, 1.01, 1.02], [1.0, 1.0, 1.0], [1.0, 1.3, 1.1, 1.2, 9.0], [1.0]],
+)
+def test_the_child_settles_on_the_spread_the_verdict_uses(values: list[float]) -> None:
+    assert max(MIN_NOISE_FLOOR, spread(values)) == pytest.approx(noise_floor(values))
