@@ -404,12 +404,16 @@ METHOD = """\
   discarded measurement of each (added after the 2026-11-30 run). A candidate is
   timed against its parent *in the same process*, interleaved round-robin (`--timing-rounds`,
   2 by default, each `--warmup-ms` 10 + `--rep-ms` 40 of do_bench), so the two see the same
-  clocks and GPU state; PyTorch eager is timed once per case in the same process.
-- **Noise floor.** The parent's repeated medians in that process give the relative spread
-  (max - min) / min, at least 1 %, and at least the loop's minimum gain of 2 %; a candidate
-  counts as faster only when the geomean speedup over the cases exceeds 1 + floor and no case
-  is slower by more than the floor. A time below
-  the datasheet speed-of-light bound is flagged suspect and never counted as a win.
+  clocks and GPU state; PyTorch eager is timed once per case in the same process. A case
+  whose rounds disagree by more than 5 % gets more rounds, up to 6 in all, until they agree
+  (added after the first run of 2026-11-30).
+- **Noise floor.** Per case, the parent's repeated medians in that process give the relative
+  spread (max - min) / min, leaving out the slowest from four medians on (interference only
+  slows a measurement), at least 1 %, and at least the loop's minimum gain of 2 %. A candidate
+  counts as faster only when no case is slower by more than its own floor and the geomean
+  speedup over the cases exceeds the combined floor, the geomean of (1 + each case's floor)
+  (until the after-fix runs of 2026-11-30: the largest case floor). A time below the datasheet
+  speed-of-light bound is flagged suspect and never counted as a win.
 - **Speedups.** Per operator, the geomean over its 5 shape cases. "vs initial" multiplies the
   same-process speedups of the accepted rounds (each measured against its own parent), so
   an operator the loop did not change is exactly 1.00x. "vs eager" is PyTorch eager's time

@@ -112,8 +112,10 @@ def outcome_json(o: CandidateOutcome) -> dict[str, Any]:
     parents = list(o.parent_ms) + [None] * max(0, len(o.cases) - len(o.parent_ms))
     chosen = dict(o.autotune_choices)
     cases = []
-    for c, p in zip(o.cases, parents, strict=False):
+    floors = list(o.case_noise) + [None] * max(0, len(o.cases) - len(o.case_noise))
+    for c, p, f in zip(o.cases, parents, floors, strict=False):
         row = case_json(c, p, against_parent=True)
+        row["noise_floor"] = _finite(f)  # the spread of the parent's timings of this case
         if chosen.get(f"case {c.index}"):  # what @triton.autotune picked for this case's shapes
             row["autotune_choice"] = "; ".join(chosen[f"case {c.index}"])
         cases.append(row)

@@ -210,7 +210,8 @@ class CandidateOutcome:
     message: str = ""
     cases: tuple[CaseTiming, ...] = ()  # the candidate's times (with eager and SOL)
     parent_ms: tuple[float | None, ...] = ()  # the parent's times in the same process, per case
-    noise: float | None = None  # measured relative noise of the comparison
+    noise: float | None = None  # measured relative noise of the comparison (the largest case's)
+    case_noise: tuple[float | None, ...] = ()  # each case's noise floor, in case order
     suspect: bool = False  # a time below the speed-of-light bound
     wall_s: float = 0.0
     device_s: float = 0.0
@@ -910,10 +911,12 @@ class _Loop:
         cases: tuple[CaseTiming, ...] = ()
         parent_ms: tuple[float | None, ...] = ()
         noise = None
+        case_noise: tuple[float | None, ...] = ()
         if timing is not None and timing.timed:
             cases = tuple(CaseTiming(c.index, c.candidate_ms, c.reference_ms, c.sol_ms) for c in timing.cases)
             parent_ms = tuple(c.parent_ms for c in timing.cases)
             noise = timing.noise_floor
+            case_noise = tuple(c.noise_floor for c in timing.cases)
             if timing.device is not None and not self.device_name:
                 self.device_name = timing.device.name
         elif out.ok and out.passed:
@@ -927,6 +930,7 @@ class _Loop:
             cases=cases,
             parent_ms=parent_ms,
             noise=noise,
+            case_noise=case_noise,
             suspect=bool(getattr(out, "suspect", False)),
             autotune_choices=tuple(
                 (c.label, c.autotune_choices) for c in getattr(out, "cases", ()) if c.autotune_choices
@@ -944,12 +948,15 @@ class _Loop:
             return Verdict.FAILED, "suspect: a case ran faster than the speed-of-light bound"
         if not outcome.timed:
             return Verdict.NO_GAIN, "correct; not timed on this device, so never counted as faster"
-        floor = max(outcome.noise or policy.MIN_NOISE_FLOOR, self.config.min_gain)
+        # each case against its own floor (the spread of its parent's timings; the largest one
+        # when the outcome has no per-case floors), never below the loop's minimum gain
+        noise = outcome.case_noise or (outcome.noise,) * len(outcome.cases)
         decisions = [
-            policy.decide_case(p, c.time_ms, floor, c.sol_ms)
-            for c, p in zip(outcome.cases, outcome.parent_ms, strict=False)
+            policy.decide_case(p, c.time_ms, max(f or policy.MIN_NOISE_FLOOR, self.config.min_gain), c.sol_ms)
+            for c, p, f in zip(outcome.cases, outcome.parent_ms, noise, strict=False)
         ]
         overall = policy.overall(True, decisions)
+        floor = policy.combined_floor(decisions)
         speed = outcome.speedup or 0.0
         if overall is policy.Verdict.IMPROVED:
             return Verdict.IMPROVED, f"verified: {speed:.3f}x over its parent (floor {100 * floor:.1f} %)"

@@ -96,6 +96,7 @@ def outcome_json(o: CandidateOutcome | None) -> dict[str, Any] | None:
         "speedups": [_r(s) for s in o.speedups],
         "speedup": _r(o.speedup),
         "noise": _r(o.noise),
+        "case_noise": [_r(n) for n in o.case_noise],
         "suspect": o.suspect,
         "wall_s": _r(o.wall_s, 3),
         "device_s": _r(o.device_s, 3),

@@ -9,16 +9,22 @@ Rules (DESIGN.md, "Verification gate"):
 * The **noise floor** of a case is the relative spread of the parent's repeated timings taken
   in the same process, interleaved with the candidate's: (max - min) / min, never below 1 %.
   A median from `do_bench` on a busy or throttled GPU moves by a few percent between runs;
-  a "speedup" inside that spread is noise.
+  a "speedup" inside that spread is noise. From four timings on the largest is left out:
+  interference only makes a timing slower, and the child re-times a case whose rounds
+  disagree (`runner.childlib.timing.interleaved`), so one slow round among several is an
+  outlier rather than the spread of the measurement.
 * A case is **faster** when speedup > 1 + floor and **slower** when speedup < 1 / (1 + floor).
 * A candidate time below the **speed-of-light** bound (datasheet peaks, `diagnosis.engine.sol`)
   is physically impossible for a correct kernel that moves the bytes it must: the case is
   **suspect** (caching across calls, work skipped, a timer that missed the work) and never
   counts as a win.
 * Overall: failed if not correct; suspect if any case is suspect; improved when the geometric
-  mean speedup exceeds 1 + the largest case floor and no case is slower; slower when the
-  geometric mean is below 1 / (1 + floor); no-gain otherwise; untimed when nothing was timed
-  (CPU / interpreter).
+  mean speedup exceeds the **combined floor** and no case is slower; slower when the geometric
+  mean is below 1 / (1 + combined floor); no-gain otherwise; untimed when nothing was timed
+  (CPU / interpreter). The combined floor is the geometric mean of the cases' (1 + floor),
+  minus 1: the most the geomean of the speedups can move when every case's timing errs by its
+  whole floor in the same direction. (Until 2026-11-30 it was the largest case floor: one
+  launch-bound case timed with a 44 % spread then hid a 1.9-2.6x gain on the large cases.)
 """
 
 from __future__ import annotations
@@ -55,11 +61,14 @@ class CaseDecision:
 
 
 def noise_floor(parent_repeats: Sequence[float], minimum: float = MIN_NOISE_FLOOR) -> float:
-    """Relative spread (max - min) / min of the parent's repeated medians, at least `minimum`."""
-    values = [t for t in parent_repeats if t is not None and t > 0]
+    """Relative spread (max - min) / min of the parent's repeated medians, at least `minimum`;
+    from four medians on, without the largest (see the module docstring)."""
+    values = sorted(t for t in parent_repeats if t is not None and t > 0)
+    if len(values) >= 4:
+        values = values[:-1]
     if len(values) < 2:
         return minimum
-    return max(minimum, (max(values) - min(values)) / min(values))
+    return max(minimum, (values[-1] - values[0]) / values[0])
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -100,6 +109,14 @@ def decide_case(
     return CaseDecision(speedup, floor, faster, slower, suspect)
 
 
+def combined_floor(cases: Sequence[CaseDecision]) -> float:
+    """The floor the geometric mean speedup must clear: geomean of (1 + case floor), minus 1."""
+    timed = [c for c in cases if c.speedup is not None]
+    if not timed:
+        return MIN_NOISE_FLOOR
+    return math.exp(sum(math.log1p(c.floor) for c in timed) / len(timed)) - 1.0
+
+
 def overall(correct: bool, cases: Sequence[CaseDecision]) -> Verdict:
     """The verdict for a candidate over all its timed cases (see the module docstring)."""
     if not correct:
@@ -109,7 +126,7 @@ def overall(correct: bool, cases: Sequence[CaseDecision]) -> Verdict:
         return Verdict.SUSPECT if any(c.suspect for c in cases) else Verdict.UNTIMED
     if any(c.suspect for c in cases):
         return Verdict.SUSPECT
-    floor = max(c.floor for c in timed)
+    floor = combined_floor(timed)
     mean = geomean([c.speedup for c in timed if c.speedup is not None])
     assert mean is not None
     if mean > 1.0 + floor and not any(c.slower for c in timed):

@@ -146,6 +146,9 @@ class FakeTimingExecutor:
             }
             if parent is not None:
                 case["parent_ms"] = [fake_ms(parent)] * 3
+                noisy = re.search(r"# fake-noisy-case: (\d+) ([\d.]+)", parent)
+                if noisy and int(noisy.group(1)) == i:  # one slow repeat: the case's floor
+                    case["parent_ms"][1] *= 1 + float(noisy.group(2))
             cases.append(case)
         return {"timed": self.device != "cpu", "reason": "cpu", "device": H200, "cases": cases}
 
@@ -666,3 +669,17 @@ def test_on_a_timing_device_sufficient_tier0_evidence_stops_the_climb(scripted_t
     run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), FakeTimingExecutor(), round_budget=1)
     assert [t for t, _ in log] == [Tier.TRIAGE]
 
+
+
+def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> None:
+    """Case 0's parent timings spread by 40 %, the others' by nothing: a 1.3x candidate clears
+    the combined floor (geomean of 1 + each case's floor, 13.4 %), where the largest floor alone
+    (40 %) would have called it noise."""
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    noisy = module(2.0) + "# fake-noisy-case: 0 0.4\n"
+    result = run(noisy, ScriptedProposer({Family.LAUNCH_CONFIG: 1 / 1.3}), FakeTimingExecutor(), round_budget=1)
+    first = result.rounds[0]
+    assert first.outcome is not None
+    assert first.outcome.case_noise == pytest.approx((0.4, 0.01, 0.01))
+    assert first.verdict is Verdict.IMPROVED, first.reason
+    assert "floor 13.4 %" in first.reason  # (1.40 * 1.02 * 1.02) ** (1/3) - 1: floors of at least the 2 % minimum gain

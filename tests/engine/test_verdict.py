@@ -8,6 +8,7 @@ from diagnosis.engine.verdict import (
     MIN_NOISE_FLOOR,
     CaseDecision,
     Verdict,
+    combined_floor,
     decide_case,
     geomean,
     is_suspect,
@@ -24,6 +25,8 @@ from diagnosis.engine.verdict import (
         pytest.param([1.0, 1.05], 0.05, id="five-percent-spread"),
         pytest.param([2.0, 1.9, 2.1], (2.1 - 1.9) / 1.9, id="three-repeats"),
         pytest.param([1.0], MIN_NOISE_FLOOR, id="one-repeat"),
+        pytest.param([2.0, 1.0, 1.01, 1.02], 0.02, id="four-repeats-leave-out-the-slowest"),
+        pytest.param([1.0, 1.2, 1.1], 0.2, id="three-repeats-keep-the-slowest"),
         pytest.param([], MIN_NOISE_FLOOR, id="none"),
     ],
 )
@@ -77,6 +80,23 @@ def _case(speedup: float | None, floor: float = 0.01, suspect: bool = False) -> 
         pytest.param(True, [_case(1.04, floor=0.05)], Verdict.NO_GAIN, id="gain-inside-a-wide-floor"),
         pytest.param(True, [_case(0.8), _case(0.85)], Verdict.SLOWER, id="slower"),
         pytest.param(True, [_case(2.0), _case(5.0, suspect=True)], Verdict.SUSPECT, id="suspect-case"),
+        # one noisy case (a launch-bound shape, 44 % spread) no longer sets the bar for all:
+        # the geomean 1.41x clears the combined floor 1.087x, and 1.0x is not slower by 44 %
+        pytest.param(
+            True,
+            [_case(1.9, 0.02), _case(2.6, 0.02), _case(1.3, 0.02), _case(1.0, 0.44), _case(0.93, 0.02)],
+            Verdict.NO_GAIN,
+            id="a-case-slower-than-its-own-floor-still-blocks",
+        ),
+        pytest.param(
+            True,
+            [_case(1.9, 0.02), _case(2.6, 0.02), _case(1.3, 0.02), _case(0.75, 0.44)],
+            Verdict.IMPROVED,
+            id="noisy-case-inside-its-own-floor",
+        ),
+        pytest.param(
+            True, [_case(1.10, 0.02), _case(1.05, 0.30)], Verdict.NO_GAIN, id="geomean-inside-the-combined-floor"
+        ),
         pytest.param(True, [_case(None)], Verdict.UNTIMED, id="untimed"),
         pytest.param(True, [], Verdict.UNTIMED, id="no-cases"),
     ],
@@ -94,3 +114,12 @@ def test_helpers() -> None:
     assert is_suspect(0.5, 1.0)
     assert not is_suspect(1.0, 1.0)
     assert not is_suspect(0.5, None)
+
+
+def test_the_combined_floor_is_the_geomean_of_one_plus_each_floor() -> None:
+    cases = [_case(1.5, 0.02), _case(1.5, 0.02), _case(1.5, 0.44)]
+    expected = (1.02 * 1.02 * 1.44) ** (1 / 3) - 1
+    assert combined_floor(cases) == pytest.approx(expected)
+    assert combined_floor([_case(None)]) == MIN_NOISE_FLOOR
+    # never above the largest floor, never below the smallest
+    assert 0.02 < combined_floor(cases) < 0.44
