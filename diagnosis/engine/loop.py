@@ -597,6 +597,7 @@ class _Loop:
         cases = tuple(CaseTiming(c.index, c.time_ms, c.ref_time_ms, c.sol_ms) for c in profile.cases)
         if not all(c.time_ms for c in cases):
             return None, "the initial version could not be timed on every case"
+        self.case_shapes = _with_sol(self.case_shapes, {c.index: c.sol_ms for c in cases})
         return VersionStats(digest, cases), ""
 
     # -- one round
@@ -987,6 +988,15 @@ def _case_shapes(raw: Any) -> tuple[Any, ...]:
     return tuple(
         CaseShape(i, tuple(tuple(s) for s in c["shapes"]), tuple(c["dtypes"]), c.get("kind") == "timed")
         for i, c in enumerate(timed + extra)
+    )
+
+
+def _with_sol(shapes: tuple[Any, ...], sol_ms: dict[int, float | None]) -> tuple[Any, ...]:
+    """The timed cases' CaseShape records with the baseline's speed-of-light time."""
+    from dataclasses import replace
+
+    return tuple(
+        replace(c, sol_us=1000.0 * sol_ms[c.index]) if c.timed and sol_ms.get(c.index) else c for c in shapes
     )
 
 

@@ -185,10 +185,12 @@ class FakeTimingExecutor:
         if time:
             parent = Path(parent_path).read_text() if candidate_path else None
             timing = timing_comparison(self._raw(source, parent))
+        shapes = [{"kind": "timed", "index": i, "shapes": [[4096]], "dtypes": ["float32"]} for i in range(N_CASES)]
         return VerifyOutcome(
             ok=True, passed=True, verdict=timing.verdict if timing else Verdict.NO_GAIN, cases=checks,
             seeds=list(seeds), timing=timing, faster=bool(timing and timing.faster),
             suspect=bool(timing and timing.suspect), speedup=timing.speedup if timing else None,
+            input_shapes=shapes,
         )  # fmt: skip
 
     def profile(self, path: str, ncu: bool = False, *, cases=None, options=None) -> ProfileOutcome:
@@ -669,6 +671,17 @@ def test_on_a_timing_device_sufficient_tier0_evidence_stops_the_climb(scripted_t
     run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), FakeTimingExecutor(), round_budget=1)
     assert [t for t, _ in log] == [Tier.TRIAGE]
 
+
+
+def test_the_proposer_sees_each_timed_cases_speed_of_light_from_the_baseline(scripted_tiers) -> None:
+    """LAUNCH_CONFIG keeps the fixed launch for launch-bound sizes: it reads which cases those
+    are from the baseline profile's SOL times."""
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    proposer = ScriptedProposer({Family.LAUNCH_CONFIG: 0.5})
+    run(module(2.0, sol=0.25), proposer, FakeTimingExecutor(), round_budget=1)
+    cases = proposer.contexts[0].cases
+    assert [c.timed for c in cases] == [True] * N_CASES
+    assert [c.sol_us for c in cases] == pytest.approx([250.0] * N_CASES, rel=1e-3)
 
 
 def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from diagnosis.engine import sol
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.base import CaseShape
-from diagnosis.engine.proposers.rules import apply_family
+from diagnosis.engine.proposers.base import CaseShape, ProposalContext
+from diagnosis.engine.proposers.rules import RuleInput, apply_family
 from tests.engine.rules_cases import harness as h
 
 HEADER = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
@@ -306,3 +309,118 @@ def test_the_parents_warps_from_a_module_constant_stay_in_the_space() -> None:
     rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
     assert rw is not None
     assert 'triton.Config({"BLOCK_SIZE": 1024}, num_warps=2),' in rw.source
+
+
+# --- size dispatch: launch-bound sizes keep the fixed launch --------------------------------
+
+H200 = sol.lookup("NVIDIA H200").spec
+
+
+def _gemm_cases(*mnk: tuple[int, int, int], verify: tuple[int, int, int] = (37, 129, 77)) -> tuple[CaseShape, ...]:
+    timed = [CaseShape(i, ((m, k), (k, n)), ("float16", "float16")) for i, (m, n, k) in enumerate(mnk)]
+    m, n, k = verify
+    return (*timed, CaseShape(len(timed), ((m, k), (k, n)), ("float16", "float16"), timed=False))
+
+
+def _on_h200(cases: tuple[CaseShape, ...]) -> RuleInput:
+    return RuleInput((), ProposalContext(cases=cases, device=H200))
+
+
+def test_launch_bound_gemm_sizes_keep_the_fixed_launch() -> None:
+    # 1024^3 is 2.2 us of tensor-core work at the H200's peak, 4096^3 139 us: one launch-bound case
+    cases = _gemm_cases((4096, 4096, 4096), (1024, 1024, 1024), (2048, 2048, 2048))
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), _on_h200(cases))
+    assert rw is not None and h.parses(rw.source)
+    src = rw.source
+    # the kernel itself stays a plain @triton.jit; an autotuned handle of it follows
+    assert "@triton.autotune" not in src
+    assert 'matmul_kernel_tuned = triton.autotune(\n    configs=[\n' in src
+    assert 'key=["M", "N", "K"],\n)(matmul_kernel)\n' in src
+    limit = int(re.search(r"^MATMUL_KERNEL_FIXED_UP_TO = ([\d_]+)$", src, re.M).group(1))
+    assert 1024**3 < limit < 2048**3  # between the launch-bound case and the next one
+    assert "        if M * N * K <= MATMUL_KERNEL_FIXED_UP_TO:\n            matmul_kernel[grid](\n" in src
+    # the fixed branch is the parent's launch, unchanged; the tuned one reads its blocks from meta
+    assert "                BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,\n            )\n        else:\n" in src
+    assert (
+        '            matmul_kernel_tuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), '
+        'triton.cdiv(N, meta["BLOCK_N"]))](\n' in src
+    )
+    assert "grid = (triton.cdiv(M, 64), triton.cdiv(N, 64))" in src  # the fixed launch still reads it
+    assert "launch-bound" in rw.mechanism and "matmul_kernel_tuned" in rw.mechanism
+
+
+def test_the_baseline_profiles_sol_decides_which_cases_are_launch_bound() -> None:
+    # N is not known from the shapes (a weight's size): the cases' measured SOL times decide,
+    # and M*K, which the shapes do give, tells the sizes apart at run time
+    source = h.source("matmul.py").replace("_, N = b.shape", "N = self.n")
+    cases = tuple(
+        replace(c, sol_us=t) if c.timed else c
+        for c, t in zip(_gemm_cases((8192, 1024, 2048), (1024, 1024, 2048)), (34.7, 4.3, 0.0), strict=True)
+    )
+    rw = apply_family(Family.LAUNCH_CONFIG, source, _on_h200(cases))
+    assert rw is not None
+    assert "if M * K <= MATMUL_KERNEL_FIXED_UP_TO:" in rw.source
+    limit = int(re.search(r"^MATMUL_KERNEL_FIXED_UP_TO = ([\d_]+)$", rw.source, re.M).group(1))
+    assert 1024 * 2048 < limit < 8192 * 2048
+
+
+def test_a_row_kernel_dispatches_on_the_bytes_of_its_tensors() -> None:
+    before = HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+return out
+''')
+    cases = tuple(CaseShape(i, ((r, 4096),), ("float32",)) for i, r in enumerate((65536, 256)))
+    rw = apply_family(Family.LAUNCH_CONFIG, before, _on_h200(cases))
+    assert rw is not None and h.parses(rw.source)
+    assert "if x.nbytes + out.nbytes <= ROW_KERNEL_FIXED_UP_TO:" in rw.source
+    # the key argument the grid needs goes to both launches
+    assert "BLOCK_SIZE=triton.next_power_of_2(n_cols), n_rows=n_rows)\n" in rw.source
+    assert (  # a row block follows the row: only the warps are tuned
+        "row_kernel_tuned[(n_rows,)](x, out, n_cols, x.stride(0), "
+        "BLOCK_SIZE=triton.next_power_of_2(n_cols), n_rows=n_rows)\n" in rw.source
+    )
+
+
+@pytest.mark.parametrize(
+    ("cases", "why"),
+    [
+        pytest.param(_gemm_cases((4096, 4096, 4096), (2048, 2048, 2048)), "all large", id="all-large"),
+        pytest.param(_gemm_cases((1024, 1024, 1024), (512, 512, 512)), "all small", id="all-small"),
+        pytest.param(
+            tuple(replace(c, sol_us=t) if c.timed else c for c, t in zip(
+                _gemm_cases((4096, 4096, 64), (1024, 1024, 1024)), (2.0, 30.0, 0.0), strict=True
+            )),
+            "the smaller product is the slower case",
+            id="not-separable-by-size",
+        ),
+    ],
+)
+def test_no_dispatch_unless_the_sizes_separate_launch_bound_cases(cases: tuple[CaseShape, ...], why: str) -> None:
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), _on_h200(cases))
+    assert rw is not None
+    assert "FIXED_UP_TO" not in rw.source, why
+    assert "@triton.autotune(" in rw.source
+
+
+def test_no_dispatch_without_a_device() -> None:
+    cases = _gemm_cases((4096, 4096, 4096), (1024, 1024, 1024))
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), h.rule_input(cases))
+    assert rw is not None and "FIXED_UP_TO" not in rw.source
+
+
+def test_both_branches_of_a_dispatched_module_are_correct(tmp_path: Path) -> None:
+    """The verify inputs are small: as written they take the fixed launch; with the limit at -1
+    they take the autotuned one (every config)."""
+    cases = _gemm_cases((4096, 4096, 4096), (1024, 1024, 1024))
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), _on_h200(cases))
+    assert rw is not None
+    fixed, tuned = tmp_path / "fixed_matmul.py", tmp_path / "tuned_matmul.py"
+    fixed.write_text(rw.source)
+    tuned.write_text(re.sub(r"^(MATMUL_KERNEL_FIXED_UP_TO) = .*$", r"\1 = -1", rw.source, flags=re.M))
+    results = h.interp_check([fixed, tuned], jobs=2)
+    assert results[str(fixed)]["ok"], results[str(fixed)]["message"]
+    assert results[str(fixed)]["configs"] == 1  # no autotuned launch ran
+    assert results[str(tuned)]["ok"], results[str(tuned)]["message"]
+    assert results[str(tuned)]["configs"] >= 6

@@ -53,6 +53,9 @@ class CaseShape:
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
     timed: bool = True  # False for get_verify_inputs cases
+    # the case's speed-of-light time in microseconds (the baseline profile's, from the FLOPs and
+    # bytes PyTorch's reference does), when a device timed it
+    sol_us: float | None = None
 
 
 @dataclass(frozen=True)

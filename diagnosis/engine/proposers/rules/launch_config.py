@@ -18,12 +18,14 @@ the autotuner runs every config while benchmarking.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 
+from diagnosis.engine import sol
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
@@ -73,6 +75,12 @@ class Plan:
     # kernel parameter -> wrapper expression: grid sizes the kernel is not given, passed so
     # that the autotune key sees them (the kernel does not read them)
     key_args: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    # Size dispatch (see `_dispatch`): problems up to `fixed_up_to` (in `size_unit`) keep the
+    # parent's fixed launch; None: every launch goes through the autotuner.
+    fixed_up_to: int | None = None
+    size_unit: str = ""  # "M*N*K" (GEMM: a product of key sizes) or "bytes" (tensor arguments)
+    size_expr: str = ""  # the wrapper expression of that size
+    tuned_grid: cst.BaseExpression | None = None
 
 
 def _pow2(v: int) -> bool:
@@ -176,6 +184,95 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
     if value is None and isinstance(arg.value, cst.Name) and arg.value.value not in bindings.by_name:
         value = consts.get(arg.value.value)
     return value
+
+
+# A timed case whose speed-of-light time is below this is launch-bound: the kernel ends before
+# the host has issued the next launch, so the autotuner's host work on every call (Autotuner.run
+# builds the key and argument dicts before the JIT's own launch path) adds to the forward's time
+# and a better tile cannot show. Measured on the H200 (bench/probe_autotune.py 21_, 2026-11-30):
+# on a 1024x1024x2048 case (SOL 4.3 us) the autotuner timed its chosen tiles at 16.6 us against
+# 30.5 us for the fixed ones, yet the autotuned forward took 34.0 us, the parent's 34.8 us; in
+# the verify job, with a second operator compiling on the host, 48.8 us, so the rewrite lost
+# on that case and with it the 1.6-1.9x of the large cases.
+LAUNCH_BOUND_SOL_US = 8.0
+
+
+def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
+    """Keep the fixed launch for launch-bound problem sizes when the timed cases have both kinds.
+
+    A case is launch-bound when its speed-of-light time (the baseline profile's; else from the
+    sizes and the device's datasheet peaks) is under LAUNCH_BOUND_SOL_US. The launch tells the
+    sizes apart at run time by a size it can compute: for a GEMM the product of the key sizes
+    the cases determine (M*N*K, or M*K when N comes from the module's weights), otherwise the
+    bytes of the tensor arguments. The limit lies between the largest launch-bound case and the
+    smallest other one (geometric middle); the cases must be separable by that size. Nothing
+    changes without a device, or when the timed cases are all on one side: all large is the
+    plain autotune rewrite, all small gains nothing from tuning anyway.
+    """
+    spec = inp.context.device
+    launch = plan.launch
+    if spec is None or launch.statement is None:
+        return
+    bound = launch.bound(plan.kernel)
+    pairs = [(c, v) for c, v in zip(inp.context.cases, values, strict=False) if c.timed]
+    if len(pairs) < 2:
+        return
+    if plan.kind == "gemm":
+        names = [k for k in plan.key if k in bound and all(isinstance(v.get(k), int) for _, v in pairs)]
+        if not names:
+            return
+        sizes = [math.prod(v[k] for k in names) for _, v in pairs]
+        plan.size_unit = "*".join(names)
+        plan.size_expr = " * ".join(_paren(bound[k]) for k in names)
+    else:
+        tensors = [p for p in bound if all(isinstance(v.get(p), cu.TensorValue) for _, v in pairs)]
+        if not tensors:
+            return
+        sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
+        plan.size_unit = "bytes"
+        plan.size_expr = " + ".join(f"{_paren(bound[p])}.nbytes" for p in tensors)
+    sol_us = [c.sol_us for c, _ in pairs]
+    if not all(sol_us):  # no profile: the datasheet peaks and the sizes, where they say it all
+        sol_us = [_sol_us(plan, v, spec, all_sizes=plan.size_unit.split("*") == plan.key) for _, v in pairs]
+        if not all(sol_us):
+            return
+    small = [n for n, t in zip(sizes, sol_us, strict=True) if t < LAUNCH_BOUND_SOL_US]
+    large = [n for n, t in zip(sizes, sol_us, strict=True) if t >= LAUNCH_BOUND_SOL_US]
+    if small and large and max(small) < min(large):
+        plan.fixed_up_to = math.isqrt(max(small) * min(large))
+
+
+def _sol_us(plan: Plan, vals: dict[str, Any], spec: Any, all_sizes: bool) -> float | None:
+    """A case's speed-of-light time from its sizes: a GEMM's 2*M*N*K FLOPs (every key size
+    known: a batch count outside the key would be missed) at the tensor-core peak of its
+    operands' dtype, else its tensor arguments' bytes."""
+    tensors = [v for v in vals.values() if isinstance(v, cu.TensorValue)]
+    if plan.kind == "gemm":
+        floats = [t.dtype for t in tensors if t.dtype.startswith(("float", "bfloat"))]
+        rate = sol.peak_tflops(spec, floats[0]) if floats and all_sizes else None
+        if not rate:
+            return None
+        flops = 2 * math.prod(vals[k] for k in plan.key if isinstance(vals.get(k), int))
+        return flops / (rate * 1e12) * 1e6
+    if spec.peak_bw_gbs <= 0 or not tensors:
+        return None
+    return sum(t.numel() * _itemsize(t.dtype) for t in tensors) / (spec.peak_bw_gbs * 1e9) * 1e6
+
+
+def _paren(node: cst.BaseExpression) -> str:
+    text = cu.code(node)
+    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
+
+
+def _itemsize(dtype: str) -> int:
+    name = dtype.removeprefix("torch.")
+    if name.endswith("64"):
+        return 8
+    if name.endswith("32"):
+        return 4
+    if name.endswith("16"):
+        return 2
+    return 1
 
 
 def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> list[str]:
@@ -415,6 +512,7 @@ def _plan(
     if len(configs) < 2:
         return None
     plan.configs = configs
+    _dispatch(plan, inp, values)
 
     # every other launch argument must not depend on a tuned block
     skip_args = set(tuned) | set(LAUNCH_OPTIONS)
@@ -437,7 +535,9 @@ def _plan(
                 params=cst.Parameters(params=[cst.Param(cst.Name(meta))]),
                 body=new_grid if isinstance(new_grid, cst.Tuple) else cst.Tuple([cst.Element(new_grid)]),
             )
-        if isinstance(new_grid, cst.Lambda) and new_grid is not launch.grid:
+        if plan.fixed_up_to is not None:  # the fixed launch keeps its grid; the tuned one gets its own
+            plan.tuned_grid = new_grid
+        elif isinstance(new_grid, cst.Lambda) and new_grid is not launch.grid:
             b = bindings.single(launch.grid.value) if isinstance(launch.grid, cst.Name) else None
             if b is not None and b.value is not None and _reads(launch, launch.grid.value, bindings) == 1:
                 plan.edits.append((b.value, new_grid))
@@ -448,12 +548,66 @@ def _plan(
     drop = set(tuned) | set(LAUNCH_OPTIONS)
     dropped = {id(a) for a in launch.call.args if a.keyword is not None and a.keyword.value in drop}
     added = [cu.keyword_arg(n, v) for n, v in plan.key_args.items()]
-    plan.edits.append((launch.call, _DropArgs(dropped, added)))
     if plan.key_args:
         plan.edits.append((kernel.node.params, cu.insert_params(kernel, len(launch.positional), list(plan.key_args))))
+    if plan.fixed_up_to is not None:
+        plan.edits.append((launch.statement, _dispatch_statement(plan, tree, dropped, added)))
+        return plan
+    plan.edits.append((launch.call, _DropArgs(dropped, added)))
 
     plan.dead = set(names) | ({launch.grid.value} if isinstance(launch.grid, cst.Name) else set())
     return plan
+
+
+def tuned_name(plan: Plan, tree: cst.Module) -> str:
+    return cu.fresh_name(f"{plan.kernel.name}_tuned", cu.all_names(tree))
+
+
+def limit_name(plan: Plan) -> str:
+    return f"{plan.kernel.name.upper()}_FIXED_UP_TO"
+
+
+def _dispatch_statement(plan: Plan, tree: cst.Module, dropped: set[int], added: list[cst.Arg]) -> cst.If:
+    """`if <size> <= LIMIT: <the parent's launch> else: <the autotuned launch>`."""
+    launch = plan.launch
+    assert launch.statement is not None
+    fixed_call = cu.drop_args(launch.call, launch.call, set(), added)
+    grid = plan.tuned_grid if plan.tuned_grid is not None else launch.grid
+    assert isinstance(launch.call.func, cst.Subscript)
+    tuned_func = launch.call.func.with_changes(
+        value=cst.Name(tuned_name(plan, tree)), slice=[cst.SubscriptElement(cst.Index(grid))]
+    )
+    tuned_call = cu.drop_args(launch.call, launch.call, dropped, added).with_changes(func=tuned_func)
+
+    def line(call: cst.Call) -> cst.SimpleStatementLine:
+        return cst.SimpleStatementLine([cst.Expr(call)])
+
+    test = cu.expr(f"{plan.size_expr} <= {limit_name(plan)}")
+    return cst.If(
+        test=test,
+        body=cst.IndentedBlock([line(fixed_call)]),
+        orelse=cst.Else(cst.IndentedBlock([line(tuned_call)])),
+        leading_lines=launch.statement.leading_lines,
+    )
+
+
+def _tuned_definition(plan: Plan, tree: cst.Module) -> list[cst.BaseStatement]:
+    """The module-level limit and autotuned handle that follow a dispatched kernel."""
+    configs = "".join(f"        {c},\n" for c in plan.configs)
+    keys = ", ".join(f'"{k}"' for k in plan.key)
+    assert plan.fixed_up_to is not None
+    unit = "bytes of its tensor arguments" if plan.size_unit == "bytes" else plan.size_unit
+    comment = (
+        f"# {plan.kernel.name}: problems up to this size ({unit}) are launch-bound\n"
+        f"# (speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us) and keep the fixed launch: the\n"
+        "# autotuner's host work on every call would outlast the kernel.\n"
+    )
+    limit = cu.stmt(f"\n\n{comment}{limit_name(plan)} = {plan.fixed_up_to:_}\n")
+    tuned = cu.stmt(
+        f"{tuned_name(plan, tree)} = triton.autotune(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n)"
+        f"({plan.kernel.name})\n"
+    )
+    return [limit, tuned]
 
 
 def _reads(launch: cu.Launch, name: str, bindings: cu.Bindings) -> int:
@@ -474,6 +628,13 @@ class _Decorate:
     decorators: list[cst.Decorator]
 
 
+@dataclass
+class _Follow:
+    """Marker edit: these module statements follow the (edited) kernel definition."""
+
+    statements: list[cst.BaseStatement]
+
+
 class _Apply(cst.CSTTransformer):
     def __init__(self, edits: list[tuple[cst.CSTNode, Any]]) -> None:
         self.edits = {id(k): v for k, v in edits}
@@ -488,6 +649,8 @@ class _Apply(cst.CSTTransformer):
         if isinstance(new, _Decorate):
             assert isinstance(updated_node, cst.FunctionDef)
             return updated_node.with_changes(decorators=new.decorators)
+        if isinstance(new, _Follow):
+            return cst.FlattenSentinel([updated_node, *new.statements])
         return new
 
 
@@ -542,6 +705,9 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
     edits: list[tuple[cst.CSTNode, Any]] = []
     for p in plans:
         edits.extend(p.edits)
+        if p.fixed_up_to is not None:
+            edits.append((p.kernel.node, _Follow(_tuned_definition(p, tree))))
+            continue
         jit_index = next(
             i for i, d in enumerate(p.kernel.node.decorators) if cu.decorator_name(d) in ("triton.jit", "jit")
         )
@@ -558,7 +724,13 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
         kernels=tuple(p.kernel.name for p in plans),
         mechanism=(
             f"added @triton.autotune to {kinds}; the fixed block sizes and num_warps left the launch "
-            "and the grid reads the chosen block from meta."
+            "and the grid reads the chosen block from meta." + "".join(
+                f" {p.kernel.name}: problems up to {p.fixed_up_to:_} ({p.size_unit}) are launch-bound "
+                f"(speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us on this device) and keep the "
+                f"fixed launch; larger ones launch {tuned_name(p, tree)}, the autotuned kernel."
+                for p in plans
+                if p.fixed_up_to is not None
+            )
         ),
         effect=_effect(plans),
     )
