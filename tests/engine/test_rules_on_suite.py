@@ -29,6 +29,7 @@ CHAINS = [
     pytest.param((Family.BLOCK_REDUCTION,), id="block_reduction"),
     pytest.param((Family.HINTS,), id="hints"),
     pytest.param((Family.FUSION, Family.LAUNCH_CONFIG), id="fusion+launch_config"),
+    pytest.param((Family.FUSION, Family.SINGLE_PASS), id="fusion+single_pass"),
 ]
 
 

@@ -161,6 +161,31 @@ def between_ok(stmts: list[cst.BaseStatement], kept: set[str], unread: set[str] 
     return True
 
 
+def constexpr_at(kernel: cu.Kernel) -> int:
+    """Where the kernel's constexpr parameters begin: new runtime parameters go there."""
+    return next((i for i, x in enumerate(kernel.params) if x in kernel.constexprs), len(kernel.params))
+
+
+def splice(
+    tree: cst.Module,
+    gone: cu.Launch,
+    kept: cu.Launch,
+    call: cst.Call,
+    kernel: tuple[cst.FunctionDef, cst.FunctionDef],
+    unused: cst.FunctionDef,
+) -> str:
+    """The module with the launch `gone` removed, `kept`'s call replaced by `call`, one kernel
+    definition replaced (old, new) and the kernel that no longer runs removed."""
+    assert gone.statement is not None
+    edits: list[tuple[cst.CSTNode, Any]] = [
+        (gone.statement, cst.RemoveFromParent()),
+        (kept.call, call),
+        kernel,
+        (unused, cst.RemoveFromParent()),
+    ]
+    return cu.replace(tree, edits).code
+
+
 def launch_sequences(tree: cst.Module) -> tuple[dict[str, cu.Kernel], list[tuple[list, list[cu.Launch]]]]:
     """The kernels launched from exactly one place and not autotuned, and for each wrapper
     its statements and, in order, those kernels' launches that are whole statements of it."""

@@ -37,8 +37,10 @@ from diagnosis.engine.proposers.rules.fusion import (
     ALLOCS,
     Elementwise,
     between_ok,
+    constexpr_at,
     elementwise,
     launch_sequences,
+    splice,
 )
 
 METADATA = frozenset({"numel", "stride", "shape", "size", "dtype", "device", "dim"})
@@ -113,7 +115,7 @@ class _Match:
     out_param: str  # C's parameter that stores to out
 
 
-def _metadata_only(fn: cst.FunctionDef, bindings: cu.Bindings, tmp: str, allowed: set[int]) -> bool:
+def metadata_only(fn: cst.FunctionDef, bindings: cu.Bindings, tmp: str, allowed: set[int]) -> bool:
     """Every read of `tmp` in the wrapper `fn` is one of `allowed` (by identity), a metadata
     attribute, or the argument of torch.empty_like."""
     total = cu.name_loads(fn.body, bindings.target_ids)[tmp]
@@ -166,7 +168,7 @@ def _match(
     allowed = {id(a.value) for a in lp.call.args if a.value is tmp_expr} | {
         id(a.value) for a in lc.call.args if a.value is bc[t2]
     }
-    if len(allowed) != 2 or not _metadata_only(lp.function, wb, tmp, allowed):
+    if len(allowed) != 2 or not metadata_only(lp.function, wb, tmp, allowed):
         return None
     # C's statements, once its loads of tmp are the kept value, use none of its indexing
     rest = [s for s in cu.body_statements(c.kernel.node.body) if s not in c.defs]
@@ -239,7 +241,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
         else:
             body.append(s)
     name = cu.fresh_name(f"{p.name.removesuffix('_kernel')}_{c.kernel.name.removesuffix('_kernel')}_kernel", taken_module)
-    at = next((i for i, x in enumerate(p.params) if x in p.constexprs), len(p.params))
+    at = constexpr_at(p)
     fn = p.node.with_changes(
         name=cst.Name(name),
         params=cu.insert_params(p, at, list(new_params)),
@@ -255,7 +257,7 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
     m = _find(tree, inp)
     if m is None:
         return None
-    if len(m.lp.positional) > next((i for i, x in enumerate(m.p.params) if x in m.p.constexprs), len(m.p.params)):
+    if len(m.lp.positional) > constexpr_at(m.p):
         return None  # a constexpr passed positionally: the added parameters would shift it
     fn, new_params, name = _fused(m, cu.all_names(tree))
     extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
@@ -263,15 +265,9 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
     sub = call.func
     assert isinstance(sub, cst.Subscript)
     call = call.with_changes(func=sub.with_changes(value=cst.Name(name)))
-    assert m.lp.statement is not None and m.lc.statement is not None
-    edits: list[tuple[cst.CSTNode, Any]] = [
-        (m.lp.statement, cst.RemoveFromParent()),
-        (m.lc.statement, m.lc.statement.with_changes(body=[cst.Expr(call)])),
-        (m.p.node, fn),
-        (m.c.kernel.node, cst.RemoveFromParent()),
-    ]
-    new = cu.replace(tree, edits)
-    return new.code, f"{m.c.kernel.name} into the store of {m.p.name} through `{m.tmp}` as {name}"
+    # P's launch, renamed and given C's outputs, goes where C's was
+    new = splice(tree, m.lp, m.lc, call, (m.p.node, fn), m.c.kernel.node)
+    return new, f"{m.c.kernel.name} into the store of {m.p.name} through `{m.tmp}` as {name}"
 
 
 @transform(Family.FUSION)

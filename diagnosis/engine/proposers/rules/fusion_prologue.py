@@ -1,0 +1,300 @@
+"""FUSION (prologue): an element-wise kernel whose only output a later kernel reads moves into
+that kernel's loads.
+
+Matches, in one wrapper, a launch of an element-wise kernel P (fusion.py's pattern: one
+store, loads only at its own offsets) that writes a temporary `tmp` (allocated with
+torch.empty/empty_like/zeros/zeros_like), followed by a launch of any kernel C that reads
+`tmp` (or `alias = tmp.view(...)` / `tmp.reshape(...)`) through one pointer parameter, only in
+loads `tl.load(<address>, mask=M, other=O)` whose address names that parameter once and no
+other pointer. In the wrapper `tmp` and its alias are otherwise only asked for their metadata
+or given to torch.empty_like. A residual add before a LayerNorm is the usual case.
+
+C's every load of `tmp` becomes P's stored value computed right there: P's straight-line
+statements inlined into one expression, each of its loads `tl.load(q + offs, mask=mask)`
+turned into a load of `q` at C's address under C's mask, cast as P's store would
+(`.to(tmp.dtype.element_ty)`), and put under `tl.where(M, ..., O)` where C's load had an
+`other`. C gains P's input pointers and scalars as parameters (passed by keyword); P's launch
+goes; `tmp` stays allocated (its pointer gives the cast its dtype) but is never written or
+read.
+
+Correct when the producer's inputs share the temporary's layout (the dense tensors a flat
+element-wise kernel is written for): P computes element E of `tmp`'s storage from element E
+of each input's, and C reads storage offset E of `tmp` through the alias (a view of its
+storage); the fused C reads offset E of each input instead and applies the same expression.
+A `reshape` alias of a non-contiguous temporary would be a copy in another order: the gate's
+correctness check on the module's inputs is what holds then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.proposers.rules.fusion import (
+    ALLOCS,
+    Elementwise,
+    between_ok,
+    constexpr_at,
+    elementwise,
+    launch_sequences,
+    splice,
+)
+from diagnosis.engine.proposers.rules.fusion_epilogue import metadata_only
+
+ALIAS_METHODS = frozenset({"view", "reshape"})
+LOAD_ARGS = ("pointer", "mask", "other")
+
+
+@dataclass
+class _Match:
+    p: Elementwise
+    c: cu.Kernel
+    lp: cu.Launch
+    lc: cu.Launch
+    tmp: str
+    t_param: str  # C's parameter that points at tmp
+    loads: list[cst.Call]  # C's loads through it
+
+
+def _value(p: Elementwise) -> cst.BaseExpression | None:
+    """P's stored value as one expression over its loads and scalars (its locals inlined);
+    None unless its statements are single assignments and the value reads none of its indexing
+    except through its loads."""
+    env: dict[str, cst.BaseExpression] = {}
+    _, store_line, stored = p.stores[0]
+    for s in cu.body_statements(p.kernel.node.body):
+        if s in p.defs or s is store_line:
+            continue
+        pairs = cu.simple_assigns(s)
+        if len(pairs) != 1 or not isinstance(s.body[0], cst.Assign) or len(s.body[0].targets) != 1:
+            return None
+        name, value = pairs[0]
+        env[name] = _inline(value, env)
+    value = _inline(stored, env)
+    indexing = {p.pid, p.offs, p.mask, p.n, p.block}
+    loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
+    if any(_loaded(n) not in p.direct for n in loads):
+        return None
+    if cu.names_in(cu.replace_in(value, [(n, cst.Name("_")) for n in loads])) & indexing:
+        return None
+    return value
+
+
+def _inline(node: cst.BaseExpression, env: dict[str, cst.BaseExpression]) -> Any:
+    return cu.subst_names(node, lambda n: _atom(env[n.value]) if n.value in env else None)
+
+
+def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` safe to put where a name stood: parenthesised unless it already binds tightest."""
+    if isinstance(node, (cst.Name, cst.Call, cst.Attribute, cst.Subscript, cst.Integer, cst.Float)) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _loaded(load: cst.Call) -> str | None:
+    """The parameter of an element-wise load `tl.load(q + offs, ...)`."""
+    ptr = cu.arg(load, "pointer", 0)
+    if isinstance(ptr, cst.BinaryOperation) and isinstance(ptr.left, cst.Name):
+        return ptr.left.value
+    return None
+
+
+def _reader_loads(c: cu.Kernel, t_param: str) -> list[cst.Call] | None:
+    """C's loads through `t_param`; None unless every use of it is the address of such a load
+    (named once, with no other pointer parameter) with at most mask and other."""
+    loads, stores = cu.memory_params(c)
+    if t_param not in loads or t_param in stores:
+        return None
+    bindings = cu.Bindings(c.node)
+    if t_param in bindings.by_name:
+        return None
+    found: list[cst.Call] = []
+    uses = [n for n in cu.walk(c.node.body) if isinstance(n, cst.Name) and n.value == t_param]
+    for call in c.calls("tl.load"):
+        ptr = cu.arg(call, "pointer", 0)
+        if ptr is None or t_param not in cu.names_in(ptr):
+            continue
+        named = {a.keyword.value for a in call.args if a.keyword is not None}
+        positional = [a for a in call.args if a.keyword is None]
+        if len(positional) > 3 or not named <= set(LOAD_ARGS[len(positional):]):
+            return None
+        if cu.base_params(c, ptr, bindings) != {t_param}:
+            return None
+        found.append(call)
+    in_loads = sum(
+        1 for call in found for n in cu.walk(cu.arg(call, "pointer", 0)) if isinstance(n, cst.Name) and n.value == t_param
+    )
+    if not found or in_loads != len(found) or len(uses) != len(found):
+        return None
+    return found
+
+
+def _alias_of(wb: cu.Bindings, name: str, tmp: str) -> bool:
+    b = wb.single(name)
+    if b is None or b.value is None or not isinstance(b.value, cst.Call):
+        return False
+    f = b.value.func
+    return (
+        isinstance(f, cst.Attribute)
+        and f.attr.value in ALIAS_METHODS
+        and isinstance(f.value, cst.Name)
+        and f.value.value == tmp
+    )
+
+
+def _match(lp: cu.Launch, lc: cu.Launch, p: Elementwise, c: cu.Kernel, body: list, inp: RuleInput) -> _Match | None:
+    if lp.kernel == lc.kernel or not (inp.wants(lp.kernel) or inp.wants(lc.kernel)):
+        return None
+    if len(p.stores) != 1 or p.other_loads or any(x in p.kernel.constexprs and x != p.block for x in p.kernel.params):
+        return None
+    bp, bc = lp.bound(p.kernel), lc.bound(c)
+    tmp_expr = bp.get(p.stores[0][0])
+    if not isinstance(tmp_expr, cst.Name):
+        return None
+    tmp = tmp_expr.value
+    wb = cu.Bindings(lp.function)
+    tmp_b = wb.single(tmp)
+    if tmp_b is None or cu.call_name(tmp_b.value) not in ALLOCS:
+        return None
+    readers = [
+        (param, e.value)
+        for param, e in bc.items()
+        if isinstance(e, cst.Name) and (e.value == tmp or _alias_of(wb, e.value, tmp))
+    ]
+    if len(readers) != 1:
+        return None
+    t_param, seen_as = readers[0]
+    loads = _reader_loads(c, t_param)
+    if loads is None:
+        return None
+    # each load of tmp becomes a load of every input: no more reads than the write and reads saved
+    if len(p.direct) * len(loads) > len(p.direct) + 1 + len(loads):
+        return None
+    # tmp: P's argument, the alias definition, metadata; the alias: C's argument, metadata
+    by_p = {id(a.value) for a in lp.call.args if a.value is tmp_expr}
+    by_c = {id(a.value) for a in lc.call.args if isinstance(a.value, cst.Name) and a.value.value == seen_as}
+    if seen_as != tmp:
+        alias = wb.single(seen_as)
+        assert alias is not None and isinstance(alias.value, cst.Call)
+        if not metadata_only(lp.function, wb, seen_as, by_c):
+            return None
+        by_c = {id(alias.value.func.value)}
+    if not metadata_only(lp.function, wb, tmp, by_p | by_c):
+        return None
+    # C writes none of P's inputs (the fused C would read what it wrote)
+    inputs = {cu.code(bp[q]) for q in p.direct}
+    _, c_stores = cu.memory_params(c)
+    if "?" in c_stores or any(s in bc and cu.code(bc[s]) in inputs for s in c_stores):
+        return None
+    i, j = body.index(lp.statement), body.index(lc.statement)
+    moved = {n for a in lp.call.args for n in cu.names_in(a)}
+    if not between_ok(body[i + 1:j], moved):
+        return None
+    return _Match(p, c, lp, lc, tmp, t_param, loads)
+
+
+def _find(tree: cst.Module, inp: RuleInput) -> _Match | None:
+    once, sequences = launch_sequences(tree)
+    producers = {k: e for k, kern in once.items() if (e := elementwise(kern))}
+    for body, order in sequences:
+        for i, lp in enumerate(order):
+            if lp.kernel not in producers:
+                continue
+            for lc in order[i + 1:]:
+                m = _match(lp, lc, producers[lp.kernel], once[lc.kernel], body, inp)
+                if m is not None:
+                    return m
+    return None
+
+
+def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] | None:
+    """C with its loads of tmp computed from P's inputs; its new parameters and their arguments."""
+    value = _value(m.p)
+    if value is None:
+        return None
+    p, c = m.p, m.c
+    bp = m.lp.bound(p.kernel)
+    taken = set(c.params) | cu.all_names(c.node)
+    rename: dict[str, str] = {}
+    new_params: dict[str, cst.BaseExpression] = {}
+    prefix = p.kernel.name.removesuffix("_kernel")
+    for param in p.kernel.params:
+        if param in (p.n, p.block, p.stores[0][0]):
+            continue
+        # named after the producer: `add_x_ptr` says where the pointer came from
+        base = f"{prefix}_{param}"
+        rename[param] = cu.fresh_name(base, taken) if base in taken else base
+        taken.add(rename[param])
+        new_params[rename[param]] = bp[param]
+    edits = []
+    for call in m.loads:
+        address = cu.arg(call, "pointer", 0)
+        mask = cu.arg(call, "mask", 1)
+        other = cu.arg(call, "other", 2)
+
+        def at_c(node: cst.Call, address: Any = address, mask: Any = mask) -> cst.BaseExpression:
+            q = _loaded(node)
+            assert q is not None  # checked by _value
+            own_other = cu.arg(node, "other", 2)
+            addr = cu.subst_names(address, lambda n: cst.Name(rename[q]) if n.value == m.t_param else None)
+            parts = [cu.code(addr)]
+            if mask is not None:
+                parts.append(f"mask={cu.code(mask)}")
+            if own_other is not None:
+                parts.append(f"other={cu.code(own_other)}")
+            return cu.expr(f"tl.load({', '.join(parts)})")
+
+        computed = cu.replace_in(value, [(ld, at_c(ld)) for ld in cu.walk(value) if cu.is_call(ld, "tl.load")])
+        computed = cu.subst_names(computed, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
+        text = f"({cu.code(computed)}).to({m.t_param}.dtype.element_ty)"
+        if other is not None and mask is not None:
+            text = f"tl.where({cu.code(mask)}, {text}, {cu.code(other)})"
+        edits.append((call, cu.expr(text)))
+    at = constexpr_at(c)
+    fn = cu.replace_in(c.node, edits).with_changes(params=cu.insert_params(c, at, list(new_params)))
+    return fn, new_params
+
+
+def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    m = _find(tree, inp)
+    if m is None:
+        return None
+    if len(m.lc.positional) > constexpr_at(m.c):
+        return None  # a constexpr passed positionally: the added parameters would shift it
+    done = _fused(m)
+    if done is None:
+        return None
+    fn, new_params = done
+    extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
+    call = cu.drop_args(m.lc.call, m.lc.call, set(), extra)
+    new = splice(tree, m.lp, m.lc, call, (m.c.node, fn), m.p.kernel.node)
+    return new, f"{m.p.kernel.name} into the loads of {m.c.name} through `{m.tmp}`"
+
+
+@transform(Family.FUSION)
+def fuse_elementwise_prologue(source: str, inp: RuleInput) -> Rewrite | None:
+    done = _fuse(source, inp)
+    if done is None:
+        return None
+    new, step = done
+    kernel = step.split(" into the loads of ")[1].split(" ")[0]
+    return Rewrite(
+        source=new,
+        family=Family.FUSION,
+        kernels=(kernel,),
+        mechanism=f"fused an element-wise prologue: {step} (its inputs are loaded where the temporary was).",
+        effect=(
+            "the temporary is neither written nor read back and the element-wise launch is gone: the "
+            "consumer reads the producer's inputs instead (for a residual add, two tensors where it read "
+            "one), so expect the bytes of one write and one read of the temporary saved per pass the "
+            "consumer makes over it."
+        ),
+    )
