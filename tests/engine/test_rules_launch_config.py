@@ -424,3 +424,23 @@ def test_both_branches_of_a_dispatched_module_are_correct(tmp_path: Path) -> Non
     assert results[str(fixed)]["configs"] == 1  # no autotuned launch ran
     assert results[str(tuned)]["ok"], results[str(tuned)]["message"]
     assert results[str(tuned)]["configs"] >= 6
+
+
+def test_a_dispatched_kernel_is_not_tuned_again() -> None:
+    cases = _gemm_cases((4096, 4096, 4096), (1024, 1024, 1024))
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), _on_h200(cases))
+    assert rw is not None and "matmul_kernel_tuned" in rw.source
+    assert apply_family(Family.LAUNCH_CONFIG, rw.source, _on_h200(cases)) is None
+
+
+def test_tier0_sees_the_dispatched_kernels_autotune_space() -> None:
+    """After the dispatch rewrite tier 0 must not report the kernel as never autotuned (the
+    fixed launch is deliberate), while the parent still is."""
+    from tests.engine import tier0
+
+    before = h.source("matmul.py")
+    assert "T0-NO-AUTOTUNE" in {f.code for f in tier0(before).findings}
+    cases = _gemm_cases((4096, 4096, 4096), (1024, 1024, 1024))
+    rw = apply_family(Family.LAUNCH_CONFIG, before, _on_h200(cases))
+    assert rw is not None
+    assert "T0-NO-AUTOTUNE" not in {f.code for f in tier0(rw.source).findings}

@@ -804,6 +804,19 @@ def parse_module(source: str) -> ModuleContext:
                 ctx.functions[stmt.name] = stmt
         elif isinstance(stmt, ast.ClassDef):
             ctx.classes[stmt.name] = stmt
+    # `k_tuned = triton.autotune(...)(k)` (a size dispatch keeps `k` for small problems): `k` has
+    # an autotune space even though its own decorators do not say so
+    for stmt in tree.body:
+        value = stmt.value if isinstance(stmt, ast.Assign) else None
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Call)
+            and _decorator_name(ctx, value.func) in ("triton.autotune", "autotune")
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Name)
+            and value.args[0].id in ctx.kernels
+        ):
+            ctx.kernels[value.args[0].id].autotune = _parse_autotune(ctx, value.func)
     ctx.launches = _find_launches(ctx)
     ctx.inputs = _find_inputs(ctx)
     return ctx

@@ -459,7 +459,7 @@ def _plan(
     tree: cst.Module, source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput
 ) -> Plan | None:
     mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args:
+    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args or _tuned_elsewhere(tree, kernel.name):
         return None
     launch = mine[0]
     if kernel.atomics:
@@ -557,6 +557,16 @@ def _plan(
 
     plan.dead = set(names) | ({launch.grid.value} if isinstance(launch.grid, cst.Name) else set())
     return plan
+
+
+def _tuned_elsewhere(tree: cst.Module, kernel: str) -> bool:
+    """`triton.autotune(...)(kernel)` somewhere: an earlier size dispatch already tuned it."""
+    return any(
+        isinstance(n, cst.Call)
+        and cu.is_call(n.func, "triton.autotune")
+        and any(isinstance(a.value, cst.Name) and a.value.value == kernel for a in n.args)
+        for n in cu.walk(tree)
+    )
 
 
 def tuned_name(plan: Plan, tree: cst.Module) -> str:
