@@ -365,6 +365,10 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     meta["merged_from"] = [m.get("file", "") for m in metas]
     meta["commands"] = [m.get("command", "") for m in metas if m.get("command")]
     meta["wall_s"] = round(sum(m.get("wall_s") or 0.0 for m in metas), 1)
+    trees = list(dict.fromkeys(m.get("tree") for m in metas if m.get("tree")))
+    meta["tree"] = trees[0] if len(trees) == 1 else None
+    if len(trees) > 1:
+        meta["trees"] = trees  # parts measured different code: the table mixes them
     meta["date"] = max(m.get("date", "") for m in metas)
     operators = [by_name[n] for n in sorted(order)]
     return {"schema": SCHEMA, "meta": meta, "operators": operators, "summary": report.summarize(operators)}
@@ -442,6 +446,8 @@ def render_results_md(result: dict[str, Any], json_name: str, notes: str = "") -
         f"{len(ops)} operators from `{meta.get('source', '?')}`"
         + (f" matching `{meta['only']}`" if meta.get("only") else "")
         + (f", at most {meta['op_budget']:.0f} s per operator" if meta.get("op_budget") else "")
+        + (f", code tree `{meta['tree'][:12]}`" if meta.get("tree") else "")
+        + (f", code trees {', '.join(f'`{t[:12]}`' for t in meta['trees'])} (mixed)" if meta.get("trees") else "")
         + ".",
         "",
         (
@@ -599,6 +605,7 @@ def main(argv: list[str] | None = None) -> int:
         "job_timeout": args.job_timeout,
         "only": args.only,
         "commit": _commit(),
+        "tree": source_tree(),
         "command": " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])]),
         "source": ", ".join(sorted({str(Path(p)) for p in (args.paths or ["bench/suite"])})),
         "wall_s": round(time.monotonic() - t0, 1),
@@ -637,6 +644,26 @@ def _commit() -> str | None:
                               capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
+    return proc.stdout.strip() or None
+
+
+def source_tree(root: Path = ROOT) -> str | None:
+    """The git tree id of the files as they are (tracked and untracked, less the ignored):
+    equal to `git rev-parse COMMIT^{tree}` of the commit that holds exactly this code.
+
+    Why: a device call runs on a copy of the working tree whose .git may be an older commit
+    (on 2026-11-30 the H200 runs recorded `2cf9b03-dirty` for code committed as d1deeaf); the
+    tree id names the code whatever HEAD says."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        try:
+            for cmd in (["add", "-A", "."], ["write-tree"]):
+                proc = subprocess.run(["git", "-C", str(root), *cmd], capture_output=True, text=True,
+                                      timeout=60, check=False, env=env)  # fmt: skip
+                if proc.returncode != 0:
+                    return None
+        except (OSError, subprocess.SubprocessError):
+            return None
     return proc.stdout.strip() or None
 
 

@@ -155,3 +155,44 @@ def test_merge_puts_the_notes_after_the_summary_and_names_the_json_it_wrote(tmp_
     assert "Re-run after the recorder fix: see `elsewhere.json`." in text[notes_at:per_op]
     assert "## Notes" not in bench.render_results_md(json.loads(written.read_text()), "x.json")
     assert bench._shown(ROOT / "bench" / "results" / "x.json") == "bench/results/x.json"
+
+
+def test_the_source_tree_id_names_the_code_whatever_head_says(tmp_path: Path) -> None:
+    """A device call runs on a copy of the working tree whose .git may be an older commit: the
+    tree id of the files is what identifies the code measured."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / ".gitignore").write_text("out/\n")
+    (tmp_path / "kernel.py").write_text("A = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    clean = bench.source_tree(tmp_path)
+    assert clean == git("rev-parse", "HEAD^{tree}")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "result.json").write_text("{}")  # ignored: not code
+    assert bench.source_tree(tmp_path) == clean
+    (tmp_path / "kernel.py").write_text("A = 2\n")
+    (tmp_path / "new.py").write_text("B = 1\n")  # untracked code counts
+    changed = bench.source_tree(tmp_path)
+    assert changed not in (None, clean)
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "two")
+    assert git("rev-parse", "HEAD^{tree}") == changed
+    assert git("status", "--porcelain") == ""  # the probe's index left the repository's alone
+
+
+def test_merged_parts_of_different_code_say_so(tmp_path: Path) -> None:
+    meta = {"date": "2026-11-30", "device": "cuda", "device_name": "NVIDIA H200", "label": "nvidia-h200",
+            "rounds": 15, "wall_s": 100.0}  # fmt: skip
+    part_a = bench.build_result([_op("01_a", 2.0)], [], {**meta, "tree": "a" * 40})
+    part_b = bench.build_result([_op("02_b", 1.0)], [], {**meta, "tree": "b" * 40})
+    same = bench.merge([part_a, dict(part_a)])
+    assert same["meta"]["tree"] == "a" * 40 and "trees" not in same["meta"]
+    mixed = bench.merge([part_a, part_b])
+    assert mixed["meta"]["tree"] is None and mixed["meta"]["trees"] == ["a" * 40, "b" * 40]
+    assert "code trees `aaaaaaaaaaaa`, `bbbbbbbbbbbb` (mixed)" in bench.render_results_md(mixed, "x.json")
