@@ -138,6 +138,8 @@ class CaseCheck:
     dtype: str
     timing: CaseTiming | None = None
     autotune_choices: tuple[str, ...] = ()  # the config @triton.autotune chose, per autotuned launch
+    # kernel -> its integer arguments at the case's first launch of it
+    launch_ints: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -267,6 +269,10 @@ def _case_check(raw: Mapping[str, Any], timing: TimingComparison | None) -> Case
         dtype=str(raw.get("dtype", "")),
         timing=timed,
         autotune_choices=tuple(str(c) for c in raw.get("autotune_choices") or ()),
+        launch_ints={
+            str(k): {str(n): int(v) for n, v in (args or {}).items() if isinstance(v, int)}
+            for k, args in (raw.get("launch_ints") or {}).items()
+        },
     )
 
 

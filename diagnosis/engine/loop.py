@@ -576,7 +576,9 @@ class _Loop:
         outcome = self.executor.verify(
             path, None, seeds=list(self.config.seeds), time=False, options=self.config.verify_options
         )
-        self.case_shapes = _case_shapes(getattr(outcome, "input_shapes", None) or ())
+        self.case_shapes = _with_launch_ints(
+            _case_shapes(getattr(outcome, "input_shapes", None) or ()), getattr(outcome, "cases", ()) or ()
+        )
         if not (outcome.ok and outcome.passed):
             err = getattr(outcome, "error", None)
             self.unverifiable = not self.timing_device and err is not None and err.kind == "no_checkable_case"
@@ -989,6 +991,24 @@ def _case_shapes(raw: Any) -> tuple[Any, ...]:
         CaseShape(i, tuple(tuple(s) for s in c["shapes"]), tuple(c["dtypes"]), c.get("kind") == "timed")
         for i, c in enumerate(timed + extra)
     )
+
+
+def _with_launch_ints(shapes: tuple[Any, ...], checks: Any) -> tuple[Any, ...]:
+    """The CaseShape records with the integer launch arguments the verify job recorded per case
+    (a check's index counts within its kind, a CaseShape's over timed then verify cases)."""
+    from dataclasses import replace
+
+    recorded = {
+        (c.kind == "timed", c.index): c.launch_ints for c in checks if getattr(c, "launch_ints", None)
+    }
+    n_timed = sum(1 for s in shapes if s.timed)
+    out = []
+    for s in shapes:
+        ints = recorded.get((s.timed, s.index if s.timed else s.index - n_timed))
+        if ints:
+            s = replace(s, launch_ints=tuple((k, tuple(sorted(v.items()))) for k, v in sorted(ints.items())))
+        out.append(s)
+    return tuple(out)
 
 
 def _with_sol(shapes: tuple[Any, ...], sol_ms: dict[int, float | None]) -> tuple[Any, ...]:

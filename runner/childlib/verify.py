@@ -325,6 +325,9 @@ class CaseRecord:
     kernels: list[str] | None = None
     # what @triton.autotune chose for this case's shapes, one line per autotuned launch
     autotune_choices: list[str] = field(default_factory=list)
+    # kernel -> its integer arguments at this case's first launch of it (sizes the rules proposer
+    # cannot work out from the input shapes, e.g. a weight's dimension)
+    launch_ints: dict[str, dict[str, int]] = field(default_factory=dict)
     sensitivity: str = "not checked"  # 'changes with input', 'reference constant', 'not checked'
     flops: int = 0
     bytes: int = 0
@@ -466,6 +469,10 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             for choice in (launch.chosen_config() for launch in launches):
                 if choice and choice not in record.autotune_choices:
                     record.autotune_choices.append(choice)
+            for launch in launches:
+                record.launch_ints.setdefault(
+                    launch.kernel, {a.name: int(a.value) for a in launch.args if a.kind == "int"}
+                )
             if not launches and spec.kind == "timed":
                 raise fail(
                     "no_triton_launch",

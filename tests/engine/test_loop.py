@@ -178,6 +178,7 @@ class FakeTimingExecutor:
                 0,
                 "float32",
                 autotune_choices=(CHOSEN,) if "launch_config applied" in source else (),
+                launch_ints={"k": {"n": 4096 + i}},
             )  # fmt: skip
             for i in range(N_CASES)
         ]
@@ -675,13 +676,16 @@ def test_on_a_timing_device_sufficient_tier0_evidence_stops_the_climb(scripted_t
 
 def test_the_proposer_sees_each_timed_cases_speed_of_light_from_the_baseline(scripted_tiers) -> None:
     """LAUNCH_CONFIG keeps the fixed launch for launch-bound sizes: it reads which cases those
-    are from the baseline profile's SOL times."""
+    are from the baseline profile's SOL times, and sizes from the recorded launches."""
     scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
     proposer = ScriptedProposer({Family.LAUNCH_CONFIG: 0.5})
     run(module(2.0, sol=0.25), proposer, FakeTimingExecutor(), round_budget=1)
     cases = proposer.contexts[0].cases
     assert [c.timed for c in cases] == [True] * N_CASES
     assert [c.sol_us for c in cases] == pytest.approx([250.0] * N_CASES, rel=1e-3)
+    # and the integer arguments of each case's launches, as the baseline's verify job saw them
+    assert [c.ints("k") for c in cases] == [{"n": 4096 + i} for i in range(N_CASES)]
+    assert cases[0].ints("other_kernel") == {}
 
 
 def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> None:
@@ -696,3 +700,18 @@ def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> Non
     assert first.outcome.case_noise == pytest.approx((0.4, 0.01, 0.01))
     assert first.verdict is Verdict.IMPROVED, first.reason
     assert "floor 13.4 %" in first.reason  # (1.40 * 1.02 * 1.02) ** (1/3) - 1: floors of at least the 2 % minimum gain
+
+
+def test_recorded_launch_sizes_go_to_the_case_of_the_same_kind_and_index() -> None:
+    from types import SimpleNamespace
+
+    from diagnosis.engine.proposers.base import CaseShape
+
+    shapes = (CaseShape(0, ((8,),), ("float32",)), CaseShape(1, ((9,),), ("float32",)),
+              CaseShape(2, ((3,),), ("float32",), timed=False))  # fmt: skip
+    checks = [
+        SimpleNamespace(kind="timed", index=1, launch_ints={"k": {"n": 9}}),
+        SimpleNamespace(kind="verify", index=0, launch_ints={"k": {"n": 3}}),
+    ]
+    out = loop_mod._with_launch_ints(shapes, checks)
+    assert [c.ints("k") for c in out] == [{}, {"n": 9}, {"n": 3}]

@@ -444,3 +444,33 @@ def test_tier0_sees_the_dispatched_kernels_autotune_space() -> None:
     rw = apply_family(Family.LAUNCH_CONFIG, before, _on_h200(cases))
     assert rw is not None
     assert "T0-NO-AUTOTUNE" not in {f.code for f in tier0(rw.source).findings}
+
+
+def test_sizes_the_shapes_do_not_give_come_from_the_recorded_launches() -> None:
+    """N and the element-wise kernel's n come from a weight: the baseline's recorded launches
+    give them, so both kernels of a linear + GELU module dispatch."""
+    path = Path(__file__).resolve().parents[2] / "bench/suite/21_linear_gelu_fp16.py"
+    tokens, sol_us = [8192, 4096, 16384, 1024, 6000], [34.7, 17.4, 69.5, 4.3, 25.4]
+    cases = tuple(
+        replace(
+            c,
+            sol_us=sol_us[c.index],
+            launch_ints=(
+                ("gelu_kernel", (("n_elements", tokens[c.index] * 1024),)),
+                ("linear_kernel", (("K", 2048), ("M", tokens[c.index]), ("N", 1024))),
+            ),
+        )
+        if c.timed
+        else c
+        for c in h.cases_of(path)
+    )
+    rw = apply_family(Family.LAUNCH_CONFIG, path.read_text(), _on_h200(cases))
+    assert rw is not None
+    assert "        if M * N * K <= LINEAR_KERNEL_FIXED_UP_TO:\n" in rw.source
+    assert "        if n <= GELU_KERNEL_FIXED_UP_TO:\n" in rw.source
+    assert "GELU_KERNEL_FIXED_UP_TO = 2_097_152\n" in rw.source  # between 1024 and 4096 tokens of 1024
+    # without the recorded sizes neither the product with N nor n is known
+    bare = tuple(replace(c, launch_ints=()) for c in cases)
+    rw = apply_family(Family.LAUNCH_CONFIG, path.read_text(), _on_h200(bare))
+    assert rw is not None and "GELU_KERNEL_FIXED_UP_TO" not in rw.source
+    assert "if M * K <= LINEAR_KERNEL_FIXED_UP_TO:" in rw.source

@@ -193,6 +193,15 @@ def test_each_case_says_what_the_autotuner_chose(executor: Executor, tmp_path: P
     assert all(c.autotune_choices == () for c in plain.cases)  # nothing autotuned, nothing said
 
 
+def test_each_case_records_its_integer_launch_arguments(executor: Executor) -> None:
+    """Sizes the rules proposer cannot work out from input shapes come from the launches."""
+    outcome = executor.verify(str(MODULES / "correct_add.py"), seeds=(0,))
+    assert outcome.passed, outcome.error
+    ints = {c.label: c.launch_ints for c in outcome.cases}
+    assert ints["case 1"] == {"axpy_kernel": {"n": 2048}}
+    assert ints["verify 0"] == {"axpy_kernel": {"n": 17}}  # alpha (a float) is not an integer
+
+
 def test_a_candidate_is_judged_against_the_parents_model(executor: Executor) -> None:
     outcome = executor.verify(
         str(MODULES / "correct_add.py"), str(MODULES / "candidate_redefines_model.py"), seeds=(0,)

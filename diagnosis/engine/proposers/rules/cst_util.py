@@ -698,16 +698,20 @@ def _assign(env: dict[str, Any], target: cst.CSTNode, value: Any) -> None:
 
 
 def launch_values(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) -> list[dict[str, Any]]:
-    """Per case: kernel parameter -> its value at this launch, where the shapes tell it."""
+    """Per case: kernel parameter -> its value at this launch, where the shapes tell it, else
+    (integers only) where the baseline's recorded launch of this kernel does."""
     stop = launch.statement
     envs = evaluate_cases(launch.function, cases, upto=stop)
     bound = launch.bound(kernel)
     out = []
-    for env in envs:
+    for env, case in zip(envs, cases, strict=True):
         ev = _Eval(env)
+        recorded = case.ints(kernel.name)
         vals = {}
         for name, e in bound.items():
             v = ev(e)
+            if v is None and name in recorded and name not in kernel.constexprs:
+                v = recorded[name]
             if v is not None:
                 vals[name] = v
         out.append(vals)

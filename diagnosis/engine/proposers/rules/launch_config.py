@@ -226,11 +226,17 @@ def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
         plan.size_expr = " * ".join(_paren(bound[k]) for k in names)
     else:
         tensors = [p for p in bound if all(isinstance(v.get(p), cu.TensorValue) for _, v in pairs)]
-        if not tensors:
+        names = [k for k in plan.key if k in bound and all(isinstance(v.get(k), int) for _, v in pairs)]
+        if tensors:
+            sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
+            plan.size_unit = "bytes"
+            plan.size_expr = " + ".join(f"{_paren(bound[p])}.nbytes" for p in tensors)
+        elif names and all(c.sol_us for c, _ in pairs):  # sizes from the recorded launches
+            sizes = [math.prod(v[k] for k in names) for _, v in pairs]
+            plan.size_unit = "*".join(names)
+            plan.size_expr = " * ".join(_paren(bound[k]) for k in names)
+        else:
             return
-        sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
-        plan.size_unit = "bytes"
-        plan.size_expr = " + ".join(f"{_paren(bound[p])}.nbytes" for p in tensors)
     sol_us = [c.sol_us for c, _ in pairs]
     if not all(sol_us):  # no profile: the datasheet peaks and the sizes, where they say it all
         sol_us = [_sol_us(plan, v, spec, all_sizes=plan.size_unit.split("*") == plan.key) for _, v in pairs]
