@@ -133,7 +133,9 @@ class ScriptedLoop:
             )
             observer.round_finished(1, record)
             return LoopResult(source, source, initial, initial, [record], StopReason.CANCELLED, wall_s=2.0)
-        outcome = CandidateOutcome(correct=True, cases=best.cases, parent_ms=(2.0,), noise=0.01, wall_s=1.0)
+        outcome = CandidateOutcome(
+            correct=True, cases=best.cases, parent_ms=(2.0,), noise=0.01, case_noise=(0.01,), wall_s=1.0
+        )
         observer.proposal_verified(1, proposal, outcome)
         record = RoundRecord(
             index=1,
