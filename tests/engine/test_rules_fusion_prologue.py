@@ -117,6 +117,23 @@ FIX = [
     ),
 ]
 
+LOGSUMEXP = (SUITE / "32_logsumexp_rows_fp32.py").read_text() if SUITE.is_dir() else ""
+
+FIX.append(
+    pytest.param(
+        LOGSUMEXP,
+        [
+            # exp(x - m[offs // n_cols]) at the row kernel's element offset: the row-broadcast load
+            # of the row max reads at (that offset) // n_cols, exactly the producer's index
+            "tl.load(sub_exp_m_ptr + (((row * stride) + cols) // sub_exp_n_cols), mask=cols < n_cols, other=0.0)",
+            "tl.load(sub_exp_x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)",
+            "sub_exp_x_ptr=x, sub_exp_m_ptr=m, sub_exp_n_cols=n_cols)",
+        ],
+        ["def sub_exp_kernel", "sub_exp_kernel["],
+        id="row-broadcast-producer-into-a-row-sum",
+    )
+)
+
 NOOP = [
     pytest.param(AXPY_L1.replace("        return out\n", "        return out + h\n"), id="temporary-read-later"),
     pytest.param(
@@ -131,8 +148,12 @@ NOOP = [
         id="temporary-pointer-through-a-local",
     ),
     pytest.param(
-        AXPY_L1.replace("    y = tl.load(y_ptr + offsets, mask=mask)\n", "    y = tl.load(y_ptr + offsets % 7, mask=mask)\n"),
-        id="producer-reads-at-other-offsets",
+        AXPY_L1.replace("    y = tl.load(y_ptr + offsets, mask=mask)\n", "    y = tl.load(y_ptr + pid, mask=mask)\n"),
+        id="producer-address-from-its-program-id",
+    ),
+    pytest.param(
+        AXPY_L1.replace("    y = tl.load(y_ptr + offsets, mask=mask)\n", "    y = tl.load(y_ptr + offsets, mask=offsets < 5)\n"),
+        id="producer-load-under-another-mask",
     ),
     pytest.param(
         AXPY_L1.replace(
@@ -178,7 +199,14 @@ def test_the_fusion_family_tries_pairs_and_epilogues_first() -> None:
 
 def test_fused_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None:
     paths = []
-    for name, before in (("axpy_l1.py", AXPY_L1), ("add_ln.py", ADD_LN)):
+    broadcast = AXPY_L1.replace(  # y read at offsets // 3 in both the kernel and the reference
+        "    y = tl.load(y_ptr + offsets, mask=mask)\n", "    y = tl.load(y_ptr + offsets // 3, mask=mask)\n"
+    ).replace(
+        "        h = x * self.alpha + y\n",
+        "        h = x * self.alpha + y.flatten()[torch.arange(x.numel()) // 3].reshape(x.shape)\n",
+    )
+    cases = (("axpy_l1.py", AXPY_L1), ("add_ln.py", ADD_LN), ("logsumexp.py", LOGSUMEXP), ("bcast.py", broadcast))
+    for name, before in cases:
         if not before:
             continue
         rw = fuse_elementwise_prologue(before, h.rule_input())

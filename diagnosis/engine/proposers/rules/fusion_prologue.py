@@ -11,7 +11,9 @@ or given to torch.empty_like. A residual add before a LayerNorm is the usual cas
 
 C's every load of `tmp` becomes P's stored value computed right there: P's straight-line
 statements inlined into one expression, each of its loads `tl.load(q + offs, mask=mask)`
-turned into a load of `q` at C's address under C's mask, cast as P's store would
+turned into a load of `q` at C's address under C's mask, and each load at another index
+`tl.load(q + f(offs), mask=mask)` (a row-broadcast `m_ptr + offs // n_cols`) into one at
+f(C's element offset), where C's address is `tmp + offset`; cast as P's store would
 (`.to(tmp.dtype.element_ty)`), and put under `tl.where(M, ..., O)` where C's load had an
 `other`. C gains P's input pointers and scalars as parameters (passed by keyword); P's launch
 goes; `tmp` stays allocated (its pointer gives the cast its dtype) but is never written or
@@ -19,8 +21,9 @@ read.
 
 Correct when the producer's inputs share the temporary's layout (the dense tensors a flat
 element-wise kernel is written for): P computes element E of `tmp`'s storage from element E
-of each input's, and C reads storage offset E of `tmp` through the alias (a view of its
-storage); the fused C reads offset E of each input instead and applies the same expression.
+of each input's (and element f(E) of the others), and C reads storage offset E of `tmp`
+through the alias (a view of its storage); the fused C reads the same elements at E and
+f(E) instead and applies the same expression.
 A `reshape` alias of a non-contiguous temporary would be a copy in another order: the gate's
 correctness check on the module's inputs is what holds then.
 """
@@ -77,9 +80,20 @@ def _value(p: Elementwise) -> cst.BaseExpression | None:
         env[name] = _inline(value, env)
     value = _inline(stored, env)
     indexing = {p.pid, p.offs, p.mask, p.n, p.block}
+    pointers = set(p.direct) | p.other_loads
+    for load in (n for n in cu.walk(value) if cu.is_call(n, "tl.load")):
+        q, index = _loaded(load), _index(load)
+        if q not in pointers or index is None:
+            return None
+        # the address may read the offsets and P's scalars; its mask must be P's own
+        if cu.names_in(index) & (indexing - {p.offs}) or p.pid in cu.names_in(index):
+            return None
+        mask = cu.arg(load, "mask", 1)
+        if mask is not None and cu.code(mask) != p.mask:
+            return None
+        if any(a.keyword is not None and a.keyword.value not in LOAD_ARGS for a in load.args):
+            return None
     loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
-    if any(_loaded(n) not in p.direct for n in loads):
-        return None
     if cu.names_in(cu.replace_in(value, [(n, cst.Name("_")) for n in loads])) & indexing:
         return None
     return value
@@ -97,11 +111,31 @@ def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _loaded(load: cst.Call) -> str | None:
-    """The parameter of an element-wise load `tl.load(q + offs, ...)`."""
+    """The parameter of a load `tl.load(q + index, ...)`."""
     ptr = cu.arg(load, "pointer", 0)
-    if isinstance(ptr, cst.BinaryOperation) and isinstance(ptr.left, cst.Name):
+    if isinstance(ptr, cst.BinaryOperation) and isinstance(ptr.operator, cst.Add) and isinstance(ptr.left, cst.Name):
         return ptr.left.value
     return None
+
+
+def _index(load: cst.Call) -> cst.BaseExpression | None:
+    """The `index` of a load `tl.load(q + index, ...)`."""
+    ptr = cu.arg(load, "pointer", 0)
+    return ptr.right if _loaded(load) is not None and isinstance(ptr, cst.BinaryOperation) else None
+
+
+def _offset(address: cst.BaseExpression, t_param: str) -> cst.BaseExpression | None:
+    """The element offset of C's address `t_param + a + b ...` (a left-nested sum): `a + b ...`."""
+    terms: list[cst.BaseExpression] = []
+    node = address
+    while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        terms.append(node.right)
+        node = node.left
+    if not (isinstance(node, cst.Name) and node.value == t_param) or not terms:
+        return None
+    if any(t_param in cu.names_in(t) for t in terms):
+        return None
+    return cu.expr(" + ".join(cu.code(_atom(t)) for t in reversed(terms)))
 
 
 def _reader_loads(c: cu.Kernel, t_param: str) -> list[cst.Call] | None:
@@ -150,7 +184,7 @@ def _alias_of(wb: cu.Bindings, name: str, tmp: str) -> bool:
 def _match(lp: cu.Launch, lc: cu.Launch, p: Elementwise, c: cu.Kernel, body: list, inp: RuleInput) -> _Match | None:
     if lp.kernel == lc.kernel or not (inp.wants(lp.kernel) or inp.wants(lc.kernel)):
         return None
-    if len(p.stores) != 1 or p.other_loads or any(x in p.kernel.constexprs and x != p.block for x in p.kernel.params):
+    if len(p.stores) != 1 or any(x in p.kernel.constexprs and x != p.block for x in p.kernel.params):
         return None
     bp, bc = lp.bound(p.kernel), lc.bound(c)
     tmp_expr = bp.get(p.stores[0][0])
@@ -173,7 +207,8 @@ def _match(lp: cu.Launch, lc: cu.Launch, p: Elementwise, c: cu.Kernel, body: lis
     if loads is None:
         return None
     # each load of tmp becomes a load of every input: no more reads than the write and reads saved
-    if len(p.direct) * len(loads) > len(p.direct) + 1 + len(loads):
+    n_in = len(set(p.direct) | p.other_loads)
+    if n_in * len(loads) > n_in + 1 + len(loads):
         return None
     # tmp: P's argument, the alias definition, metadata; the alias: C's argument, metadata
     by_p = {id(a.value) for a in lp.call.args if a.value is tmp_expr}
@@ -187,7 +222,7 @@ def _match(lp: cu.Launch, lc: cu.Launch, p: Elementwise, c: cu.Kernel, body: lis
     if not metadata_only(lp.function, wb, tmp, by_p | by_c):
         return None
     # C writes none of P's inputs (the fused C would read what it wrote)
-    inputs = {cu.code(bp[q]) for q in p.direct}
+    inputs = {cu.code(bp[q]) for q in set(p.direct) | p.other_loads}
     _, c_stores = cu.memory_params(c)
     if "?" in c_stores or any(s in bc and cu.code(bc[s]) in inputs for s in c_stores):
         return None
@@ -231,26 +266,40 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] |
         rename[param] = cu.fresh_name(base, taken) if base in taken else base
         taken.add(rename[param])
         new_params[rename[param]] = bp[param]
+    loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
+    holes = {f"__load_{i}__": ld for i, ld in enumerate(loads)}
+    # P's names renamed while its loads are holes: C's expressions, filled in after, keep theirs
+    shell = cu.replace_in(value, [(ld, cst.Name(h)) for h, ld in holes.items()])
+    shell = cu.subst_names(shell, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
+
+    def renamed(node: cst.BaseExpression) -> Any:
+        return cu.subst_names(node, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
+
     edits = []
     for call in m.loads:
         address = cu.arg(call, "pointer", 0)
         mask = cu.arg(call, "mask", 1)
         other = cu.arg(call, "other", 2)
-
-        def at_c(node: cst.Call, address: Any = address, mask: Any = mask) -> cst.BaseExpression:
-            q = _loaded(node)
-            assert q is not None  # checked by _value
-            own_other = cu.arg(node, "other", 2)
-            addr = cu.subst_names(address, lambda n: cst.Name(rename[q]) if n.value == m.t_param else None)
+        offset = _offset(address, m.t_param)
+        filled: dict[str, cst.BaseExpression] = {}
+        for hole, ld in holes.items():
+            q, index = _loaded(ld), _index(ld)
+            assert q is not None and index is not None  # checked by _value
+            if cu.code(index) == p.offs:  # `q + offs`: C's address with q for tmp
+                addr = cu.subst_names(address, lambda n, q=q: cst.Name(rename[q]) if n.value == m.t_param else None)
+            elif offset is not None:  # `q + f(offs)`: f at C's element offset
+                at = cu.subst_names(renamed(index), lambda n, o=offset: _atom(o) if n.value == p.offs else None)
+                addr = cu.expr(f"{rename[q]} + {cu.code(_atom(at))}")
+            else:
+                return None
             parts = [cu.code(addr)]
             if mask is not None:
                 parts.append(f"mask={cu.code(mask)}")
+            own_other = cu.arg(ld, "other", 2)
             if own_other is not None:
-                parts.append(f"other={cu.code(own_other)}")
-            return cu.expr(f"tl.load({', '.join(parts)})")
-
-        computed = cu.replace_in(value, [(ld, at_c(ld)) for ld in cu.walk(value) if cu.is_call(ld, "tl.load")])
-        computed = cu.subst_names(computed, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
+                parts.append(f"other={cu.code(renamed(own_other))}")
+            filled[hole] = cu.expr(f"tl.load({', '.join(parts)})")
+        computed = cu.subst_names(shell, lambda n, filled=filled: filled.get(n.value))
         text = f"({cu.code(computed)}).to({m.t_param}.dtype.element_ty)"
         if other is not None and mask is not None:
             text = f"tl.where({cu.code(mask)}, {text}, {cu.code(other)})"
