@@ -110,6 +110,22 @@ def arg(call: cst.Call, name: str, position: int | None = None) -> cst.BaseExpre
 # kernels and launches
 
 
+def _functionally_tuned(module: cst.Module) -> set[str]:
+    """Names `k` of module statements `x = triton.autotune(...)(k)`."""
+    out = set()
+    for st in module.body:
+        for small in st.body if isinstance(st, cst.SimpleStatementLine) else ():
+            value = small.value if isinstance(small, cst.Assign) else None
+            if (
+                isinstance(value, cst.Call)
+                and is_call(value.func, "triton.autotune", "autotune")
+                and len(value.args) == 1
+                and isinstance(value.args[0].value, cst.Name)
+            ):
+                out.add(value.args[0].value.value)
+    return out
+
+
 @dataclass(repr=False)
 class Kernel:
     name: str
@@ -154,8 +170,11 @@ def decorator_name(d: cst.Decorator) -> str | None:
 
 
 def find_kernels(module: cst.Module) -> dict[str, Kernel]:
-    """Top-level functions decorated with `triton.jit` (or `jit`), by name."""
+    """Top-level functions decorated with `triton.jit` (or `jit`), by name. A kernel counts as
+    autotuned also when the module wraps it as `k_tuned = triton.autotune(...)(k)` (the size
+    dispatch of LAUNCH_CONFIG keeps `k` itself for small problems)."""
     out: dict[str, Kernel] = {}
+    wrapped = _functionally_tuned(module)
     for node in module.body:
         if not isinstance(node, cst.FunctionDef):
             continue
@@ -172,7 +191,7 @@ def find_kernels(module: cst.Module) -> dict[str, Kernel]:
                 constexprs.append(p.name.value)
             if p.default is not None:
                 defaults[p.name.value] = p.default
-        autotuned = any(
+        autotuned = node.name.value in wrapped or any(
             n in ("triton.autotune", "autotune", "triton.heuristics", "heuristics") for n in names
         )
         out[node.name.value] = Kernel(node.name.value, node, params, constexprs, defaults, autotuned)

@@ -81,7 +81,8 @@ def _value(p: Elementwise) -> cst.BaseExpression | None:
     value = _inline(stored, env)
     indexing = {p.pid, p.offs, p.mask, p.n, p.block}
     pointers = set(p.direct) | p.other_loads
-    for load in (n for n in cu.walk(value) if cu.is_call(n, "tl.load")):
+    loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
+    for load in loads:
         q, index = _loaded(load), _index(load)
         if q not in pointers or index is None:
             return None
@@ -93,7 +94,6 @@ def _value(p: Elementwise) -> cst.BaseExpression | None:
             return None
         if any(a.keyword is not None and a.keyword.value not in LOAD_ARGS for a in load.args):
             return None
-    loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
     if cu.names_in(cu.replace_in(value, [(n, cst.Name("_")) for n in loads])) & indexing:
         return None
     return value

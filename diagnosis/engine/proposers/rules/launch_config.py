@@ -81,6 +81,7 @@ class Plan:
     size_unit: str = ""  # "M*N*K" (GEMM: a product of key sizes) or "bytes" (tensor arguments)
     size_expr: str = ""  # the wrapper expression of that size
     tuned_grid: cst.BaseExpression | None = None
+    tuned_name: str = ""  # the autotuned handle of the kernel, `KERNEL_tuned`
 
 
 def _pow2(v: int) -> bool:
@@ -217,26 +218,19 @@ def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
     pairs = [(c, v) for c, v in zip(inp.context.cases, values, strict=False) if c.timed]
     if len(pairs) < 2:
         return
-    if plan.kind == "gemm":
-        names = [k for k in plan.key if k in bound and all(isinstance(v.get(k), int) for _, v in pairs)]
-        if not names:
-            return
+    names = [k for k in plan.key if k in bound and all(isinstance(v.get(k), int) for _, v in pairs)]
+    tensors = [p for p in bound if all(isinstance(v.get(p), cu.TensorValue) for _, v in pairs)]
+    if plan.kind != "gemm" and tensors:
+        sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
+        plan.size_unit = "bytes"
+        plan.size_expr = " + ".join(f"{_paren(bound[p])}.nbytes" for p in tensors)
+    # a GEMM's key sizes; otherwise those the recorded launches gave, with the profile's SOL
+    elif names and (plan.kind == "gemm" or all(c.sol_us for c, _ in pairs)):
         sizes = [math.prod(v[k] for k in names) for _, v in pairs]
         plan.size_unit = "*".join(names)
         plan.size_expr = " * ".join(_paren(bound[k]) for k in names)
     else:
-        tensors = [p for p in bound if all(isinstance(v.get(p), cu.TensorValue) for _, v in pairs)]
-        names = [k for k in plan.key if k in bound and all(isinstance(v.get(k), int) for _, v in pairs)]
-        if tensors:
-            sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
-            plan.size_unit = "bytes"
-            plan.size_expr = " + ".join(f"{_paren(bound[p])}.nbytes" for p in tensors)
-        elif names and all(c.sol_us for c, _ in pairs):  # sizes from the recorded launches
-            sizes = [math.prod(v[k] for k in names) for _, v in pairs]
-            plan.size_unit = "*".join(names)
-            plan.size_expr = " * ".join(_paren(bound[k]) for k in names)
-        else:
-            return
+        return
     sol_us = [c.sol_us for c, _ in pairs]
     if not all(sol_us):  # no profile: the datasheet peaks and the sizes, where they say it all
         sol_us = [_sol_us(plan, v, spec, all_sizes=plan.size_unit.split("*") == plan.key) for _, v in pairs]
@@ -465,7 +459,7 @@ def _plan(
     tree: cst.Module, source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput
 ) -> Plan | None:
     mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args or _tuned_elsewhere(tree, kernel.name):
+    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args:
         return None
     launch = mine[0]
     if kernel.atomics:
@@ -519,6 +513,8 @@ def _plan(
         return None
     plan.configs = configs
     _dispatch(plan, inp, values)
+    if plan.fixed_up_to is not None:
+        plan.tuned_name = cu.fresh_name(f"{kernel.name}_tuned", cu.all_names(tree))
 
     # every other launch argument must not depend on a tuned block
     skip_args = set(tuned) | set(LAUNCH_OPTIONS)
@@ -565,20 +561,6 @@ def _plan(
     return plan
 
 
-def _tuned_elsewhere(tree: cst.Module, kernel: str) -> bool:
-    """`triton.autotune(...)(kernel)` somewhere: an earlier size dispatch already tuned it."""
-    return any(
-        isinstance(n, cst.Call)
-        and cu.is_call(n.func, "triton.autotune")
-        and any(isinstance(a.value, cst.Name) and a.value.value == kernel for a in n.args)
-        for n in cu.walk(tree)
-    )
-
-
-def tuned_name(plan: Plan, tree: cst.Module) -> str:
-    return cu.fresh_name(f"{plan.kernel.name}_tuned", cu.all_names(tree))
-
-
 def limit_name(plan: Plan) -> str:
     return f"{plan.kernel.name.upper()}_FIXED_UP_TO"
 
@@ -591,7 +573,7 @@ def _dispatch_statement(plan: Plan, tree: cst.Module, dropped: set[int], added: 
     grid = plan.tuned_grid if plan.tuned_grid is not None else launch.grid
     assert isinstance(launch.call.func, cst.Subscript)
     tuned_func = launch.call.func.with_changes(
-        value=cst.Name(tuned_name(plan, tree)), slice=[cst.SubscriptElement(cst.Index(grid))]
+        value=cst.Name(plan.tuned_name), slice=[cst.SubscriptElement(cst.Index(grid))]
     )
     tuned_call = cu.drop_args(launch.call, launch.call, dropped, added).with_changes(func=tuned_func)
 
@@ -620,7 +602,7 @@ def _tuned_definition(plan: Plan, tree: cst.Module) -> list[cst.BaseStatement]:
     )
     limit = cu.stmt(f"\n\n{comment}{limit_name(plan)} = {plan.fixed_up_to:_}\n")
     tuned = cu.stmt(
-        f"{tuned_name(plan, tree)} = triton.autotune(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n)"
+        f"{plan.tuned_name} = triton.autotune(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n)"
         f"({plan.kernel.name})\n"
     )
     return [limit, tuned]
@@ -743,7 +725,7 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
             "and the grid reads the chosen block from meta." + "".join(
                 f" {p.kernel.name}: problems up to {p.fixed_up_to:_} ({p.size_unit}) are launch-bound "
                 f"(speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us on this device) and keep the "
-                f"fixed launch; larger ones launch {tuned_name(p, tree)}, the autotuned kernel."
+                f"fixed launch; larger ones launch {p.tuned_name}, the autotuned kernel."
                 for p in plans
                 if p.fixed_up_to is not None
             )
