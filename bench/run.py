@@ -178,14 +178,27 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
     return record
 
 
-def job_summary(executor: Any) -> dict[str, dict[str, float]]:
-    """Child jobs by kind: how many and their wall seconds (what the device time went to)."""
-    out: dict[str, dict[str, float]] = {}
+def job_summary(executor: Any) -> dict[str, dict[str, Any]]:
+    """Child jobs by kind: how many, their wall seconds (what the device time went to) and
+    those seconds by phase (`runner.childlib.phases`, plus 'process' for start-up and exit)."""
+    out: dict[str, dict[str, Any]] = {}
     for c in getattr(executor, "costs", []):
-        row = out.setdefault(c.job, {"n": 0, "wall_s": 0.0})
+        row = out.setdefault(c.job, {"n": 0, "wall_s": 0.0, "phases": {}})
         row["n"] += 1
         row["wall_s"] = round(row["wall_s"] + c.wall_s, 3)
+        for name, seconds in (getattr(c, "phases", None) or {}).items():
+            row["phases"][name] = round(row["phases"].get(name, 0.0) + seconds, 3)
     return out
+
+
+def phase_totals(ops: list[dict[str, Any]]) -> dict[str, float]:
+    """Device seconds by phase over every operator's jobs, largest first."""
+    totals: dict[str, float] = {}
+    for o in ops:
+        for row in (o.get("jobs") or {}).values():
+            for name, seconds in (row.get("phases") or {}).items():
+                totals[name] = totals.get(name, 0.0) + seconds
+    return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
 def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
@@ -473,6 +486,15 @@ def render_results_md(result: dict[str, Any], json_name: str, notes: str = "") -
     if not_run:
         lines += ["Not run (time budget): " + ", ".join(not_run), ""]
     lines += ["## Where the device time went", "", cost_table(ops), ""]
+    phases = phase_totals(ops)
+    if phases:
+        lines += [
+            "Seconds by phase inside the jobs, all operators (`process`: interpreter start-up and",
+            "exit; `import`: torch and triton; `load`: the module; `candidate`: its first call per",
+            "case, compiles and autotuning included): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()),
+            "",
+        ]
     return "\n".join(lines) + "\n" + METHOD
 
 

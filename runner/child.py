@@ -25,6 +25,7 @@ import types
 from typing import Any
 
 from runner.childlib.hostile import load, numel_of, protect_stdout, seeded_inputs, user_call, write_all
+from runner.childlib.phases import phase, snapshot
 from runner.errors import JobFailed, RunnerError, classify_exception
 from runner.protocol import JobError, JobRequest, JobResponse
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     response_fd = protect_stdout()
     response = handle(text)
     response.elapsed_s = round(time.monotonic() - started, 3)
+    response.phases = snapshot()
     data = (response.dumps() + "\n").encode()
     if args.response:
         with open(args.response, "wb") as fh:
@@ -100,6 +102,9 @@ def _error(kind: str, message: str, line: int | None, exc: BaseException) -> Job
 
 
 def run(req: JobRequest) -> dict[str, Any]:
+    with phase("import"):  # the libraries every job needs, counted apart from the upload's import
+        import torch  # noqa: F401
+        import triton  # noqa: F401
     if req.job == "compile":
         try:
             from runner.childlib.compile import compile_job
@@ -109,11 +114,13 @@ def run(req: JobRequest) -> dict[str, Any]:
             raise JobFailed(
                 "unavailable", "the compile job is not installed (runner.childlib.compile)"
             ) from exc
-        return compile_job(req)
+        with phase("compile"):
+            return compile_job(req)
 
     from runner.backends import get_backend
 
-    module = load(req.module, "kernelopt_parent")
+    with phase("load"):
+        module = load(req.module, "kernelopt_parent")
     if req.job == "validate":  # needs no device: builds on cpu, runs nothing
         return validate_job(req, module)
     backend = get_backend(req.device)
@@ -125,7 +132,8 @@ def run(req: JobRequest) -> dict[str, Any]:
         from runner.childlib.profiling import profile_job
 
         return profile_job(req, backend, module)
-    candidate = load(req.candidate, "kernelopt_candidate") if req.candidate else None
+    with phase("load"):
+        candidate = load(req.candidate, "kernelopt_candidate") if req.candidate else None
     if req.job == "verify":
         from runner.childlib.verify import verify_job
 

@@ -33,6 +33,9 @@ class JobCost:
     device: str
     wall_s: float
     ok: bool
+    # the child's seconds by phase (runner.childlib.phases), plus 'process': the wall time
+    # outside the child's main (interpreter start-up, sandbox set-up, exit)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def device_s(self) -> float:
@@ -331,7 +334,10 @@ class Executor:
         response = run_job(
             request, limits=self.limits_for(request.job), python=self.python, triton_cache_dir=self.cache_dir
         )
-        self.costs.append(JobCost(request.job, request.device, response.wall_s, response.ok))
+        phases = dict(response.phases)
+        if response.elapsed_s and response.wall_s >= response.elapsed_s:
+            phases["process"] = round(response.wall_s - response.elapsed_s, 3)
+        self.costs.append(JobCost(request.job, request.device, response.wall_s, response.ok, phases))
         return response
 
     def _request(self, job: str, path: str, **kwargs: Any) -> JobRequest:

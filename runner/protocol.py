@@ -60,6 +60,8 @@ class JobResponse:
     result: dict[str, Any] | None = None
     error: JobError | None = None
     elapsed_s: float = 0.0
+    # seconds by phase inside the child (runner.childlib.phases): import, load, check, timing...
+    phases: dict[str, float] = field(default_factory=dict)
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -76,4 +78,15 @@ class JobResponse:
             result=data.get("result"),
             error=JobError(**err) if err else None,
             elapsed_s=float(data.get("elapsed_s", 0.0)),
+            phases=_phases(data.get("phases")),
         )
+
+
+def _phases(value: object) -> dict[str, float]:
+    """A child's phase seconds; anything else than a flat name -> number map is refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("phases is not an object")
+    return {str(k): float(v) for k, v in value.items()}
+

@@ -26,6 +26,7 @@ from runner.backends import Backend
 from runner.childlib.hostile import clone_inputs, draw_device, seeded_inputs, user_call
 from runner.childlib.launches import Launch, parse_target, record_launches
 from runner.childlib.module import build_models, to_device
+from runner.childlib.phases import phase
 from runner.childlib.timing import count_flops, no_grad_call, work_of_case
 from runner.errors import JobFailed
 from runner.protocol import JobRequest
@@ -145,30 +146,32 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
     kernel_names: set[str] = set()
     for i in indices:
         inputs = to_device(timed[i], backend.device)
-        ref_out, flops = _reference_work(ref, inputs, backend, paths)
+        with phase("reference"):
+            ref_out, flops = _reference_work(ref, inputs, backend, paths)
         work = work_of_case(ref, inputs, ref_out)
         del ref_out
-        with record_launches(execute=execute, target=target) as recorder:
+        with phase("candidate"), record_launches(execute=execute, target=target) as recorder:
             recorder.case = i
             user_call(no_grad_call(new, clone_inputs(inputs)), what="ModelNew.forward", paths=paths)
             backend.synchronize()
         kernel_names.update(launch.kernel for launch in recorder.launches)
         time_ms = ref_ms = None
         if backend.can_time:
-            time_ms = user_call(
-                lambda inputs=inputs: backend.time(
-                    no_grad_call(new, inputs), warmup_ms=warmup_ms, rep_ms=rep_ms
-                ),
-                what="timing ModelNew.forward",
-                paths=paths,
-            )
-            ref_ms = user_call(
-                lambda inputs=inputs: backend.time(
-                    no_grad_call(ref, inputs), warmup_ms=warmup_ms, rep_ms=rep_ms
-                ),
-                what="timing the reference",
-                paths=paths,
-            )
+            with phase("timing"):
+                time_ms = user_call(
+                    lambda inputs=inputs: backend.time(
+                        no_grad_call(new, inputs), warmup_ms=warmup_ms, rep_ms=rep_ms
+                    ),
+                    what="timing ModelNew.forward",
+                    paths=paths,
+                )
+                ref_ms = user_call(
+                    lambda inputs=inputs: backend.time(
+                        no_grad_call(ref, inputs), warmup_ms=warmup_ms, rep_ms=rep_ms
+                    ),
+                    what="timing the reference",
+                    paths=paths,
+                )
         cases.append(
             ProfileCase(
                 index=i,
@@ -194,7 +197,8 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
         elif shutil.which("ncu") is None:
             notes.append("ncu: not on PATH, no hardware counters")
         else:
-            ncu, ncu_notes = run_ncu(req, indices[0] if indices else 0, sorted(kernel_names))
+            with phase("ncu"):
+                ncu, ncu_notes = run_ncu(req, indices[0] if indices else 0, sorted(kernel_names))
             notes.extend(ncu_notes)
     return ProfileResult(device=device, cases=tuple(cases), ncu=ncu, notes=tuple(notes)).to_json()
 

@@ -67,6 +67,7 @@ from runner.childlib.hostile import (
 )
 from runner.childlib.launches import parse_target, record_launches
 from runner.childlib.module import build_models, to_device
+from runner.childlib.phases import phase
 from runner.childlib.timing import count_flops, flatten, time_cases, work_of_case
 from runner.errors import JobFailed
 from runner.protocol import JobRequest
@@ -439,7 +440,8 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
                     f"(limit {max_numel} elements); add get_verify_inputs() with small shapes",
                     result=partial(),
                 )
-        ref, new = _build(parent, cand, seed, backend, paths)
+        with phase("build"):
+            ref, new = _build(parent, cand, seed, backend, paths)
         alt = (
             seeded_inputs(parent, seed + SENSITIVITY_SEED_OFFSET, paths, draw_device(backend))
             if si == 0
@@ -454,10 +456,12 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             record.seeds.append(seed)
             inputs = to_device(inputs_of(spec, timed, extra), backend.device)
             try:
-                ref_out, flops = run_reference(ref, inputs, backend, paths)
+                with phase("reference"):
+                    ref_out, flops = run_reference(ref, inputs, backend, paths)
                 work = work_of_case(ref, inputs, ref_out)
                 sizes = [t.numel() * t.element_size() for t in flatten(ref_out)]
-                out, launches = run_candidate(new, inputs, backend, target, paths, sizes)
+                with phase("candidate"):  # the first call of a case compiles (and autotunes)
+                    out, launches = run_candidate(new, inputs, backend, target, paths, sizes)
             except JobFailed as exc:
                 exc.message = f"{spec.label}, seed {seed}: {exc.message}"
                 exc.args = (exc.message,)
@@ -493,9 +497,10 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
                 if alt_inputs is None:
                     record.sensitivity = "not checked"
                 else:
-                    alt_inputs = to_device(alt_inputs, backend.device)
-                    ref_b, _ = run_reference(ref, alt_inputs, backend, paths)
-                    out_b, _ = run_candidate(new, alt_inputs, backend, target, paths, sizes)
+                    with phase("sensitivity"):
+                        alt_inputs = to_device(alt_inputs, backend.device)
+                        ref_b, _ = run_reference(ref, alt_inputs, backend, paths)
+                        out_b, _ = run_candidate(new, alt_inputs, backend, target, paths, sizes)
                     frac = unchanged_fraction(out, out_b, ref_out, ref_b, has_dot=flops > 0)
                     if frac is None:
                         record.sensitivity = "reference constant"
@@ -533,9 +538,10 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             if r.kind == "timed"
         }
         indices = [s.index for s in selected if s.kind == "timed"]
-        result["timing"] = time_cases(
-            req, backend, parent, cand if req.candidate else None, indices=indices, work=work, paths=paths
-        )
+        with phase("timing"):
+            result["timing"] = time_cases(
+                req, backend, parent, cand if req.candidate else None, indices=indices, work=work, paths=paths
+            )
     return result
 
 

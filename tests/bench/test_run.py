@@ -89,6 +89,12 @@ def test_one_operator_in_process(two_modules: Path, tmp_path: Path) -> None:
     op = _result(out)["operators"][0]
     assert op["status"] == "ok" and op["rounds_used"] == 0
     assert (out / "RESULTS.md").exists()  # --out elsewhere: the table goes next to the JSON
+    # the baseline's jobs say where their seconds went, phase by phase
+    verify = op["jobs"]["verify"]
+    phases = verify["phases"]
+    assert {"import", "load", "build", "reference", "candidate", "process"} <= set(phases)
+    assert 0 < sum(phases.values()) <= verify["wall_s"] * 1.01 + 0.01
+    assert "Seconds by phase inside the jobs" in (out / "RESULTS.md").read_text()
 
 
 def test_the_time_budget_stops_starting_operators(two_modules: Path, tmp_path: Path) -> None:

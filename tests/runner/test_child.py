@@ -59,8 +59,15 @@ def test_requests_and_responses_round_trip() -> None:
         result={"cases": []},
         error=JobError("incorrect", "case 0", line=12, traceback="tb", stderr_tail="x"),
         elapsed_s=1.5,
+        phases={"import": 0.5, "timing": 0.75},
     )
     assert JobResponse.loads(resp.dumps()) == resp
+
+
+@pytest.mark.parametrize("phases", ['"fast"', '{"timing": "slow"}', "[1]"])
+def test_a_response_with_malformed_phases_is_refused(phases: str) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        JobResponse.loads('{"ok": true, "job": "verify", "phases": %s}' % phases)
 
 
 @pytest.mark.parametrize(
