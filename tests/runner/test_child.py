@@ -67,7 +67,7 @@ def test_requests_and_responses_round_trip() -> None:
 @pytest.mark.parametrize("phases", ['"fast"', '{"timing": "slow"}', "[1]"])
 def test_a_response_with_malformed_phases_is_refused(phases: str) -> None:
     with pytest.raises((ValueError, TypeError)):
-        JobResponse.loads('{"ok": true, "job": "verify", "phases": %s}' % phases)
+        JobResponse.loads('{"ok": true, "job": "verify", "phases": ' + phases + "}")
 
 
 @pytest.mark.parametrize(
