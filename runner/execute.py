@@ -39,8 +39,15 @@ class JobCost:
 
     @property
     def device_s(self) -> float:
-        """Seconds an accelerator was held: the child's whole wall time on cuda / npu, 0 on cpu."""
-        return self.wall_s if self.device != "cpu" else 0.0
+        """Seconds an accelerator was held: the child's wall time on cuda / npu, less what it
+        spent waiting for a shared device (phase 'wait'); 0 on cpu."""
+        return device_seconds(self.device, self.wall_s, self.phases)
+
+
+def device_seconds(device: str, wall_s: float, phases: Mapping[str, float] | None) -> float:
+    if device == "cpu":
+        return 0.0
+    return max(0.0, wall_s - float((phases or {}).get("wait", 0.0)))
 
 
 @dataclass
@@ -160,6 +167,9 @@ class VerifyOutcome(Outcome):
     faster: bool = False
     suspect: bool = False
     speedup: float | None = None
+    # tier 1's profile of the version under test, from this job's own runs (its launches on
+    # the first seed, its interleaved times): None unless the gate passed and it was timed
+    profile: ProfileResult | None = None
 
 
 @dataclass
@@ -247,6 +257,54 @@ def timing_comparison(raw: Mapping[str, Any] | None) -> TimingComparison | None:
         suspect=overall is Verdict.SUSPECT,
         verdict=overall,
     )
+
+
+def verify_profile(result: Mapping[str, Any], timing: TimingComparison | None) -> ProfileResult | None:
+    """A verify job's result as the profile job's: per timed case the median time of the
+    version under test, the reference's, bytes, FLOPs and the first seed's launches.
+
+    The gate already ran and timed that version, so tier 1 needs no second job for it (a
+    profile job costs an interpreter start, a compile-cache load, the autotuner and its own
+    timing). None when something is missing: then the loop runs the profile job.
+    """
+    if timing is None or not timing.timed or not timing.cases:
+        return None
+    raw_device = (result.get("timing") or {}).get("device")
+    launches = {
+        c.get("index"): c.get("launch_info")
+        for c in result.get("cases", ())
+        if isinstance(c, Mapping) and c.get("kind") == "timed"
+    }
+    if not isinstance(raw_device, Mapping) or not all(launches.get(t.index) for t in timing.cases):
+        return None
+    note = "times from the verify job: medians of its interleaved rounds"
+    try:
+        cases = [
+            {"index": t.index, "time_ms": t.candidate_ms, "ref_time_ms": t.reference_ms, "bytes": t.bytes,
+             "flops": t.flops, "dtype": t.dtype, "launches": [_launch(li) for li in launches[t.index]]}  # fmt: skip
+            for t in timing.cases
+        ]
+        device = {  # the peaks come from sol's table (fill_profile), not from the child
+            "name": str(raw_device.get("name", "")),
+            "kind": str(raw_device.get("kind", "cuda")),
+            "sm_count": int(raw_device.get("sm_count", 0) or 0),
+            "peak_bw_gbs": 0.0,
+            "l2_mb": float(raw_device.get("l2_mb", 0.0) or 0.0),
+            "max_threads_per_sm": int(raw_device.get("max_threads_per_sm", 2048) or 2048),
+        }
+        raw = ProfileResult.from_json({"device": device, "cases": cases, "notes": [note]})
+    except (TypeError, ValueError, KeyError):  # the child's output is not to be trusted
+        return None
+    return sol.fill_profile(raw)
+
+
+def _launch(raw: Any) -> dict[str, Any]:
+    """One launch record of the child as LaunchInfo fields; ValueError when it is not one."""
+    grid = [int(g) for g in raw["grid"]]
+    if len(grid) != 3:
+        raise ValueError(f"a launch grid has {len(grid)} dimensions")
+    return {"kernel": str(raw["kernel"]), "grid": grid, "num_warps": int(raw["num_warps"]),
+            "num_stages": int(raw["num_stages"])}  # fmt: skip
 
 
 def _case_check(raw: Mapping[str, Any], timing: TimingComparison | None) -> CaseCheck:
@@ -352,7 +410,7 @@ class Executor:
             "ok": response.ok,
             "error": response.error,
             "wall_s": response.wall_s,
-            "device_s": response.wall_s if self.device != "cpu" else 0.0,
+            "device_s": device_seconds(self.device, response.wall_s, response.phases),
             "network": response.network,
             "processes": response.processes,
         }
@@ -437,6 +495,7 @@ class Executor:
             faster=bool(timing and timing.faster),
             suspect=bool(timing and timing.suspect),
             speedup=timing.speedup if timing else None,
+            profile=verify_profile(result, timing) if passed else None,
         )
 
     def time(

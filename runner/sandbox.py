@@ -72,6 +72,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from runner.childlib.phases import DEVICE_LOCK_ENV
 from runner.protocol import JobError, JobRequest, JobResponse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,6 +196,10 @@ def scrubbed_env(
             "HOME": home,
             "TMPDIR": home,
             "TRITON_CACHE_DIR": cache_dir,
+            # @triton.autotune keeps its timings in that cache: the jobs of one run that share
+            # it (a candidate's gate, its final check) reuse the choice instead of timing every
+            # config again; a job with a cache of its own gains nothing and loses nothing
+            "TRITON_CACHE_AUTOTUNING": "1",
             "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), extra_path) if p),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
@@ -202,6 +207,8 @@ def scrubbed_env(
             "PYTHONFAULTHANDLER": "1",  # a segfault prints the Python stack to stderr
         }
     )
+    if source.get(DEVICE_LOCK_ENV):  # jobs sharing a device take turns (childlib/phases.py)
+        env[DEVICE_LOCK_ENV] = source[DEVICE_LOCK_ENV]
     if device == "cpu" and job != "compile":
         env["TRITON_INTERPRET"] = "1"  # read when triton is imported: must be set before
     else:

@@ -12,13 +12,14 @@ tried again on that source (the proposer gets that history).
 
 Device time is what a run is short of, so no child job is repeated:
 
-* the initial version gets one verify job (every seed, no timing: the gate covers what the
-  validate job checks, so that job is skipped) and one profile job, whose times are the
-  baseline *and* round 1's tier-1 evidence;
+* the initial version gets one verify job (every seed; the gate covers what the validate job
+  checks, so that job is skipped) that also times it against eager; its launches and times
+  are the baseline *and* round 1's tier-1 profile (with ncu, a profile job adds counters);
 * a candidate gets ONE job: the gate and the same-process timing against its parent
   (`Executor.verify(..., time=True)`); when it wins, those times are the new parent's, so no
   timing job follows a promotion;
-* tier 1 profiles a parent at most once; tiers 2 and 3 share one compile job with pass dumps;
+* tier 1 profiles a parent at most once, and not at all when the parent won a round: its
+  verify job's launches and times are its profile; tiers 2 and 3 share one compile job with pass dumps;
   counterfactual recompiles are cached per override; every tier result is cached per source,
   so rounds that stay on one parent re-read evidence at no cost;
 * a candidate source is never verified twice; all jobs of a run share one Triton cache.
@@ -573,8 +574,11 @@ class _Loop:
         """Verify the initial version over every seed; time it (and keep its profile for tier 1)."""
         path = self._write(self.initial_source)
         digest = sha256(self.initial_source)
+        # Without ncu the verify job's own runs are the profile (launches, interleaved times
+        # against eager): one job. With ncu, the profile job adds the counters.
+        folded = self.timing_device and not self.config.ncu
         outcome = self.executor.verify(
-            path, None, seeds=list(self.config.seeds), time=False, options=self.config.verify_options
+            path, None, seeds=list(self.config.seeds), time=folded, options=self.config.verify_options
         )
         self.case_shapes = _with_launch_ints(
             _case_shapes(getattr(outcome, "input_shapes", None) or ()), getattr(outcome, "cases", ()) or ()
@@ -586,9 +590,11 @@ class _Loop:
         if not self.timing_device:
             cases = tuple(CaseTiming(c.index, None) for c in outcome.cases if c.kind == "timed")
             return VersionStats(digest, cases), ""
-        # The profile job times ModelNew and the reference per case and records the launches:
-        # the baseline's times, and round 1's tier-1 evidence at no extra job.
-        prof = self.executor.profile(path, self.config.ncu)
+        prof: Any = outcome if folded and getattr(outcome, "profile", None) is not None else None
+        if prof is None:
+            # The profile job times ModelNew and the reference per case and records the
+            # launches: the baseline's times, and round 1's tier-1 evidence.
+            prof = self.executor.profile(path, self.config.ncu)
         self.profile_cache[digest] = prof
         if not prof.ok or prof.profile is None:
             return None, "profiling the initial version failed: " + _error_text(prof)
@@ -910,6 +916,9 @@ class _Loop:
         path = self._write(cand.source)
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
                                    time=self.timing_device, options=self.config.verify_options)  # fmt: skip
+        if getattr(out, "profile", None) is not None and not self.config.ncu:
+            # the candidate's profile came with its gate: if it wins, tier 1 reads it from here
+            self.profile_cache[sha256(cand.source)] = out
         timing = getattr(out, "timing", None)
         cases: tuple[CaseTiming, ...] = ()
         parent_ms: tuple[float | None, ...] = ()

@@ -134,6 +134,11 @@ class Launch:
         consts = [f"{a.name}={a.value}" for a in self.args if a.kind == "constexpr"]
         return f"{self.kernel}: " + ", ".join([*consts, f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"])
 
+    def info(self) -> dict[str, Any]:
+        """The fields of `diagnosis.engine.profile.LaunchInfo` (tier 1's view of a launch)."""
+        return {"kernel": self.kernel, "grid": list(self.grid), "num_warps": self.num_warps,
+                "num_stages": self.num_stages}  # fmt: skip
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,

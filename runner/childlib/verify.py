@@ -329,6 +329,9 @@ class CaseRecord:
     # kernel -> its integer arguments at this case's first launch of it (sizes the rules proposer
     # cannot work out from the input shapes, e.g. a weight's dimension)
     launch_ints: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the first seed's launches (kernel, grid, num_warps, num_stages): with the timing, the
+    # tier-1 profile of the version under test, so no profile job has to run it again
+    launch_info: list[dict[str, Any]] = field(default_factory=list)
     sensitivity: str = "not checked"  # 'changes with input', 'reference constant', 'not checked'
     flops: int = 0
     bytes: int = 0
@@ -473,6 +476,8 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
             for choice in (launch.chosen_config() for launch in launches):
                 if choice and choice not in record.autotune_choices:
                     record.autotune_choices.append(choice)
+            if not record.launch_info:
+                record.launch_info = [launch.info() for launch in launches]
             for launch in launches:
                 record.launch_ints.setdefault(
                     launch.kernel, {a.name: int(a.value) for a in launch.args if a.kind == "int"}

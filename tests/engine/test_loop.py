@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -192,13 +193,17 @@ class FakeTimingExecutor:
             seeds=list(seeds), timing=timing, faster=bool(timing and timing.faster),
             suspect=bool(timing and timing.suspect), speedup=timing.speedup if timing else None,
             input_shapes=shapes,
+            # like the real executor: a timed gate's own runs are the version's profile
+            profile=self._profile(source) if timing and timing.timed else None,
         )  # fmt: skip
 
     def profile(self, path: str, ncu: bool = False, *, cases=None, options=None) -> ProfileOutcome:
+        self._record("profile", path)
+        return ProfileOutcome(ok=True, profile=self._profile(Path(path).read_text()))
+
+    def _profile(self, source: str) -> ProfileResult:
         from diagnosis.engine import sol
 
-        self._record("profile", path)
-        source = Path(path).read_text()
         raw = self._raw(source, None)
         profile = ProfileResult(
             device=DeviceSpec(name="NVIDIA H200", kind="cuda", sm_count=132, peak_bw_gbs=0.0),
@@ -214,7 +219,7 @@ class FakeTimingExecutor:
                 for c in raw["cases"]
             ),
         )
-        return ProfileOutcome(ok=True, profile=sol.fill_profile(profile))
+        return sol.fill_profile(profile)
 
     def compile(self, path: str, target: str | None = None, options=None) -> CompileOutcome:
         self._record("compile", path)
@@ -515,7 +520,7 @@ def test_each_parent_is_profiled_and_compiled_once_and_each_candidate_verified_o
         "inconclusive",
         "inconclusive",
     ]
-    assert ex.count("profile") == 1  # the baseline's profile is round 1's tier 1
+    assert ex.count("profile") == 0  # the baseline's verify job is round 1's tier-1 profile
     assert ex.count("verify") == 2  # the baseline and the one candidate
     assert ex.count("compile") == 1  # tiers 2 and 3 share it, later rounds reuse it
     assert [t for t, _ in log] == [Tier.TRIAGE, Tier.PROFILE, Tier.IR, Tier.COMPILER]
@@ -527,16 +532,39 @@ def test_each_parent_is_profiled_and_compiled_once_and_each_candidate_verified_o
         3: 0.0,
     }  # cached tiers cost nothing
     assert [r.cost.device_s for r in result.rounds[2:]] == [0.0, 0.0]
-    assert result.baseline_device_s == pytest.approx(2 * JOB_S)
-    assert result.device_s == pytest.approx(4 * JOB_S)
+    assert result.baseline_device_s == pytest.approx(JOB_S)
+    assert result.device_s == pytest.approx(3 * JOB_S)
 
 
 def test_a_promoted_candidate_reuses_its_verification_times(scripted_tiers) -> None:
     scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
     ex = FakeTimingExecutor()
     result = run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), ex, round_budget=2)
-    assert ex.count("profile") == 1 and ex.count("verify") == 3  # no timing job for the new parents
+    # no timing job and no profile job for the new parents: their gates timed and profiled them
+    assert ex.count("profile") == 0 and ex.count("verify") == 3
     assert [c.time_ms for c in result.best.cases] == pytest.approx([0.5] * N_CASES)
+
+
+def test_with_ncu_the_profile_job_still_runs_for_its_counters(scripted_tiers) -> None:
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    ex = FakeTimingExecutor()
+    calls = []
+    profile = ex.profile
+    ex.profile = lambda path, ncu=False, **kw: calls.append(ncu) or profile(path, ncu, **kw)  # type: ignore[method-assign]
+    run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), ex, round_budget=1, ncu=True)
+    assert calls == [True]  # the baseline's profile: the verify job does not run ncu
+    assert ex.calls[0][0] == "verify" and ex.calls[1][0] == "profile"
+
+
+def test_a_gate_without_a_profile_falls_back_to_the_profile_job(scripted_tiers) -> None:
+    scripted_tiers({Tier.PROFILE: lambda s: sufficient(Tier.PROFILE, finding(LC.code))})
+    ex = FakeTimingExecutor()
+    verify = ex.verify
+    ex.verify = lambda *a, **kw: replace(verify(*a, **kw), profile=None)  # type: ignore[method-assign]
+    result = run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), ex, round_budget=2)
+    # the baseline and the promoted candidate each need one
+    assert ex.count("profile") == 2
+    assert result.improved and [r.tier_reached for r in result.rounds] == [Tier.PROFILE, Tier.PROFILE]
 
 
 def test_one_compile_serves_tiers_2_and_3(scripted_tiers) -> None:

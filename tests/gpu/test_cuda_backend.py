@@ -79,6 +79,12 @@ def test_verify_a_faster_candidate_against_its_parent(executor: Executor) -> Non
     assert case.noise_floor >= 0.01
     assert outcome.verdict in (Verdict.IMPROVED, Verdict.NO_GAIN, Verdict.SLOWER)
     assert not outcome.suspect
+    # the gate's own runs are the candidate's tier-1 profile: its launches and its times
+    profile = outcome.profile
+    assert profile is not None and profile.device is not None and profile.device.name
+    (pcase,) = profile.cases
+    assert pcase.time_ms == pytest.approx(case.candidate_ms) and pcase.launches
+    assert pcase.launches[0].grid[0] > 1 and pcase.pct_sol is not None
 
 
 def test_pct_sol_of_a_1_gib_copy(executor: Executor) -> None:

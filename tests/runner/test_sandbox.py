@@ -77,6 +77,7 @@ def test_the_child_sees_a_scrubbed_environment_and_its_own_home(
     assert seen["CUDA_VISIBLE_DEVICES"] == "0"
     assert seen["TRITON_INTERPRET"] == "1"
     assert seen["TRITON_CACHE_DIR"] == str(cache)
+    assert seen["TRITON_CACHE_AUTOTUNING"] == "1"  # autotune timings kept in that shared cache
     assert seen["HOME"] == seen["TMPDIR"]
     assert not Path(seen["HOME"]).exists()  # removed after the job
     assert cache.is_dir()  # the caller's cache stays

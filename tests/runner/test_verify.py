@@ -200,6 +200,40 @@ def test_each_case_records_its_integer_launch_arguments(executor: Executor) -> N
     ints = {c.label: c.launch_ints for c in outcome.cases}
     assert ints["case 1"] == {"axpy_kernel": {"n": 2048}}
     assert ints["verify 0"] == {"axpy_kernel": {"n": 17}}  # alpha (a float) is not an integer
+    assert outcome.profile is None  # nothing timed on cpu: no profile from the gate
+
+
+def test_each_case_records_its_first_seeds_launches_for_tier_1(executor: Executor) -> None:
+    outcome = executor.verify(str(MODULES / "correct_add.py"), seeds=(0, 1), time=False)
+    assert outcome.passed, outcome.error
+    raw = outcome_raw_cases(executor, "correct_add.py")
+    launches = {c["label"]: c["launch_info"] for c in raw}
+    assert launches["case 1"] == [{"kernel": "axpy_kernel", "grid": [2, 1, 1], "num_warps": 4, "num_stages": 3}]
+
+
+def outcome_raw_cases(executor: Executor, name: str) -> list[dict]:
+    response = executor.run(executor._request("verify", str(MODULES / name), seeds=[0, 1], options={"time": False}))
+    assert response.ok, response.error
+    return response.result["cases"]  # type: ignore[index]
+
+
+def test_a_timed_gate_is_also_the_profile_of_the_version_under_test() -> None:
+    from runner.execute import timing_comparison, verify_profile
+
+    raw = _raw_timing([0.64, 0.63, 0.64], [0.19, 0.20, 0.19])
+    info = [{"kernel": "k", "grid": [64, 1, 1], "num_warps": 8, "num_stages": 2}]
+    result = {"timing": raw, "cases": [{"label": "case 0", "kind": "timed", "index": 0, "launch_info": info}]}
+    profile = verify_profile(result, timing_comparison(raw))
+    assert profile is not None and profile.device is not None and profile.device.name == "NVIDIA H200"
+    (case,) = profile.cases
+    assert case.time_ms == pytest.approx(0.19) and case.ref_time_ms == pytest.approx(0.2)
+    assert case.launches[0].grid == (64, 1, 1) and case.launches[0].num_warps == 8
+    assert case.sol_ms == pytest.approx(3 * 2**28 / 4800e9 * 1e3) and case.pct_sol is not None
+    # a case without its launches, or launches that are not launch records: no profile
+    assert verify_profile({**result, "cases": []}, timing_comparison(raw)) is None
+    bad = {**result, "cases": [{**result["cases"][0], "launch_info": [{"kernel": "k", "grid": "x"}]}]}
+    assert verify_profile(bad, timing_comparison(raw)) is None
+    assert verify_profile(result, timing_comparison({"timed": False, "reason": "cpu"})) is None
 
 
 def test_a_candidate_is_judged_against_the_parents_model(executor: Executor) -> None:
