@@ -12,11 +12,10 @@ the initial kernel and over PyTorch eager, geomean over its cases; final %SOL; r
 of the winning rounds; device seconds) and a table in RESULTS.md.
 
 `--jobs N` runs N operators at once, each in its own process pinned to one GPU with
-CUDA_VISIBLE_DEVICES=i (machines with several GPUs). `--gpus G` with G < N spreads the N
-over G GPUs: the operators on one GPU take turns for its device work (every job holds a lock
-on its GPU from its first device call to its end, `runner.childlib.phases.device_lock`), while
-their interpreter start-ups, imports, compile jobs and the loop's own analysis overlap. No
-two jobs ever time, check or autotune on one GPU at once. `--time-budget` stops starting operators once that many seconds
+CUDA_VISIBLE_DEVICES=i (machines with several GPUs). Two operators on one GPU, even taking turns
+under a lock for their device work, were tried on the H200 (2026-11-30): the other operator's
+imports and compiles on the host slowed launch-bound cases up to 3x (a 17 us fixed launch
+timed at 54 us), so each operator has its GPU to itself. `--time-budget` stops starting operators once that many seconds
 have passed and lists the ones not run. `--merge` combines partial results (from split device
 calls) into one result and table.
 
@@ -48,7 +47,6 @@ if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
 from diagnosis.engine import report  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
 from diagnosis.engine.loop import LoopConfig, LoopResult, NullObserver, RoundRecord, run_loop  # noqa: E402
-from runner.childlib.phases import DEVICE_LOCK_ENV  # noqa: E402
 
 SUITE = ROOT / "bench" / "suite"
 DEFAULT_OUT = ROOT / "bench" / "results"
@@ -260,18 +258,13 @@ def child_argv(path: Path, args: argparse.Namespace, out_json: Path, remaining: 
     return argv
 
 
-def run_in_subprocess(
-    path: Path, args: argparse.Namespace, gpu: int | None, remaining: float | None, lock: str | None = None
-) -> dict:
-    """One operator in its own process, pinned to one GPU; its record comes back as JSON.
-    `lock`: the GPU's lock file when operators share it."""
+def run_in_subprocess(path: Path, args: argparse.Namespace, gpu: int | None, remaining: float | None) -> dict:
+    """One operator in its own process, pinned to one GPU; its record comes back as JSON."""
     with tempfile.TemporaryDirectory(prefix="kernelopt-bench-") as tmp:
         out_json = Path(tmp) / "op.json"
         env = dict(os.environ)
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        if lock is not None:
-            env[DEVICE_LOCK_ENV] = lock
         proc = subprocess.run(child_argv(path, args, out_json, remaining), env=env, check=False)
         if out_json.exists():
             return json.loads(out_json.read_text())
@@ -301,14 +294,9 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
             print(_one_line(rec), flush=True)
         return [records[op_name(p)] for p in files if op_name(p) in records], not_run
 
-    n_gpus = max(1, min(args.gpus or args.jobs, args.jobs))
     gpus: queue.Queue[int | None] = queue.Queue()
     for i in range(args.jobs):
-        gpus.put(i % n_gpus if args.device == "cuda" else None)
-    lock_dir = tempfile.mkdtemp(prefix="kernelopt-gpu-locks-") if n_gpus < args.jobs else None
-
-    def lock_of(gpu: int | None) -> str | None:
-        return None if lock_dir is None or gpu is None else os.path.join(lock_dir, f"gpu{gpu}.lock")
+        gpus.put(i if args.device == "cuda" else None)
 
     def work(path: Path) -> None:
         gpu = gpus.get()
@@ -325,7 +313,7 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
                     flush=True,
                 )
             remaining = None if budget_end is None else budget_end - time.monotonic() + args.op_budget_grace
-            rec = run_in_subprocess(path, args, gpu, remaining, lock_of(gpu))
+            rec = run_in_subprocess(path, args, gpu, remaining)
             with lock:
                 records[rec["name"]] = rec
                 print(_one_line(rec), flush=True)
@@ -566,8 +554,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="where the table goes (default: bench/RESULTS.md when --out is bench/results, "
                         "else OUT/RESULTS.md)")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1, help="operators at once, one GPU each")
-    p.add_argument("--gpus", type=int, default=None,
-                   help="GPUs to spread --jobs over (default: one per job); jobs on one GPU take turns for its device work")
     p.add_argument("--only", default=None, help="regex over module file names")
     p.add_argument("--time-budget", type=float, default=None, help="seconds; start no operator after that")
     p.add_argument(
@@ -638,7 +624,6 @@ def main(argv: list[str] | None = None) -> int:
         "sol_stop": args.sol_stop,
         "max_tier": args.max_tier,
         "jobs": args.jobs,
-        "gpus": args.gpus or args.jobs,
         "time_budget": args.time_budget,
         "op_budget": args.op_budget,
         "job_timeout": args.job_timeout,

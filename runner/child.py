@@ -25,7 +25,7 @@ import types
 from typing import Any
 
 from runner.childlib.hostile import load, numel_of, protect_stdout, seeded_inputs, user_call, write_all
-from runner.childlib.phases import device_lock, phase, snapshot
+from runner.childlib.phases import phase, snapshot
 from runner.errors import JobFailed, RunnerError, classify_exception
 from runner.protocol import JobError, JobRequest, JobResponse
 
@@ -123,27 +123,25 @@ def run(req: JobRequest) -> dict[str, Any]:
         module = load(req.module, "kernelopt_parent")
     if req.job == "validate":  # needs no device: builds on cpu, runs nothing
         return validate_job(req, module)
+    backend = get_backend(req.device)
+    if req.job == "capture":
+        from runner.childlib.profiling import capture_job
+
+        return capture_job(req, backend, module)
+    if req.job == "profile":
+        from runner.childlib.profiling import profile_job
+
+        return profile_job(req, backend, module)
     with phase("load"):
         candidate = load(req.candidate, "kernelopt_candidate") if req.candidate else None
-    # From here on the job runs work on the device: jobs that share it take turns (phases.py)
-    with device_lock():
-        backend = get_backend(req.device)
-        if req.job == "capture":
-            from runner.childlib.profiling import capture_job
+    if req.job == "verify":
+        from runner.childlib.verify import verify_job
 
-            return capture_job(req, backend, module)
-        if req.job == "profile":
-            from runner.childlib.profiling import profile_job
+        return verify_job(req, backend, module, candidate or module)
+    if req.job == "time":
+        from runner.childlib.timing import time_cases
 
-            return profile_job(req, backend, module)
-        if req.job == "verify":
-            from runner.childlib.verify import verify_job
-
-            return verify_job(req, backend, module, candidate or module)
-        if req.job == "time":
-            from runner.childlib.timing import time_cases
-
-            return time_cases(req, backend, module, candidate)
+        return time_cases(req, backend, module, candidate)
     raise JobFailed("bad_request", f"unknown job {req.job!r}")
 
 

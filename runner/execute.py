@@ -39,15 +39,8 @@ class JobCost:
 
     @property
     def device_s(self) -> float:
-        """Seconds an accelerator was held: the child's wall time on cuda / npu, less what it
-        spent waiting for a shared device (phase 'wait'); 0 on cpu."""
-        return device_seconds(self.device, self.wall_s, self.phases)
-
-
-def device_seconds(device: str, wall_s: float, phases: Mapping[str, float] | None) -> float:
-    if device == "cpu":
-        return 0.0
-    return max(0.0, wall_s - float((phases or {}).get("wait", 0.0)))
+        """Seconds an accelerator was held: the child's whole wall time on cuda / npu, 0 on cpu."""
+        return self.wall_s if self.device != "cpu" else 0.0
 
 
 @dataclass
@@ -410,7 +403,7 @@ class Executor:
             "ok": response.ok,
             "error": response.error,
             "wall_s": response.wall_s,
-            "device_s": device_seconds(self.device, response.wall_s, response.phases),
+            "device_s": response.wall_s if self.device != "cpu" else 0.0,
             "network": response.network,
             "processes": response.processes,
         }

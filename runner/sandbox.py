@@ -72,7 +72,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from runner.childlib.phases import DEVICE_LOCK_ENV
 from runner.protocol import JobError, JobRequest, JobResponse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,8 +206,6 @@ def scrubbed_env(
             "PYTHONFAULTHANDLER": "1",  # a segfault prints the Python stack to stderr
         }
     )
-    if source.get(DEVICE_LOCK_ENV):  # jobs sharing a device take turns (childlib/phases.py)
-        env[DEVICE_LOCK_ENV] = source[DEVICE_LOCK_ENV]
     if device == "cpu" and job != "compile":
         env["TRITON_INTERPRET"] = "1"  # read when triton is imported: must be set before
     else:

@@ -9,14 +9,9 @@ Nested phases count in both; the child's own phases do not nest.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-# A file that jobs sharing one device lock while they use it (bench/run.py --jobs N --gpus G
-# with N > G): their start-up, imports and compiles overlap, their device work does not.
-DEVICE_LOCK_ENV = "KERNELOPT_DEVICE_LOCK"
 
 _totals: dict[str, float] = {}
 
@@ -36,23 +31,4 @@ def snapshot() -> dict[str, float]:
 
 def reset() -> None:
     _totals.clear()
-
-
-@contextmanager
-def device_lock() -> Iterator[None]:
-    """Hold the device exclusively (an flock on $KERNELOPT_DEVICE_LOCK) for the block; the
-    seconds spent waiting are the phase 'wait', which is not device time. No-op when unset."""
-    path = os.environ.get(DEVICE_LOCK_ENV)
-    if not path:
-        yield
-        return
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        with phase("wait"):
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock; so does the process's exit
 

@@ -26,7 +26,7 @@ from runner.backends import Backend
 from runner.childlib.hostile import clone_inputs, draw_device, seeded_inputs, user_call
 from runner.childlib.launches import Launch, parse_target, record_launches
 from runner.childlib.module import build_models, to_device
-from runner.childlib.phases import DEVICE_LOCK_ENV, phase
+from runner.childlib.phases import phase
 from runner.childlib.timing import count_flops, no_grad_call, work_of_case
 from runner.errors import JobFailed
 from runner.protocol import JobRequest
@@ -275,8 +275,6 @@ def run_ncu(req: JobRequest, case: int, kernels: Sequence[str]) -> tuple[tuple[N
                     text=True,
                     timeout=timeout,
                     check=False,
-                    # this job holds the device lock already: the profiled child must not wait on it
-                    env={k: v for k, v in os.environ.items() if k != DEVICE_LOCK_ENV},
                 )
             except subprocess.TimeoutExpired:
                 return (), [f"ncu: timed out after {timeout:.0f} s"]
