@@ -29,15 +29,12 @@ export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 # any (PYTHONDONTWRITEBYTECODE=1), so every job compiled torch's Python source again: on the
 # H200 of 2026-11-30 `import torch, triton` took 4.2-4.7 s with no torch/__pycache__, about a
 # third of a verify job. Compile it once here, before any child starts.
-"$PY" - <<'PY' || echo "device_setup: could not precompile torch/triton (jobs import slower)" >&2
-import compileall, importlib.util, os, time
-t0 = time.monotonic()
-for name in ("torch", "triton"):
-    spec = importlib.util.find_spec(name)
-    if spec is not None and spec.origin:
-        compileall.compile_dir(os.path.dirname(spec.origin), quiet=2, workers=0)
-print(f"device_setup: torch and triton bytecode compiled in {time.monotonic() - t0:.1f} s")
-PY
+PKGS="$("$PY" -c 'import importlib.util as u, os; print(" ".join(os.path.dirname(u.find_spec(n).origin) for n in ("torch", "triton")))')"
+T0=$(date +%s)
+# as a command, not a stdin script: compileall's worker processes re-import their __main__
+"$PY" -m compileall -qq -j 0 $PKGS >/dev/null 2>&1 \
+    || echo "device_setup: some torch/triton files did not compile (jobs import them from source)" >&2
+echo "device_setup: torch and triton bytecode compiled in $(( $(date +%s) - T0 )) s"
 "$PY" - <<'PY' || { echo "device_setup: a package does not import" >&2; return 1 2>/dev/null || exit 1; }
 import libcst, numpy, torch, triton
 gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no gpu"
