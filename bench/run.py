@@ -380,6 +380,11 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     meta["merged_from"] = [m.get("file", "") for m in metas]
     meta["commands"] = [m.get("command", "") for m in metas if m.get("command")]
     meta["wall_s"] = round(sum(m.get("wall_s") or 0.0 for m in metas), 1)
+    meta["only"] = None  # each part's own filter is in its command; the merge covers them all
+    budgets = [m["op_budget"] for m in metas if m.get("op_budget")]
+    meta["op_budget"] = max(budgets) if budgets else None
+    jobs = sorted({m.get("jobs") for m in metas if m.get("jobs")})
+    meta["jobs"] = jobs[0] if len(jobs) == 1 else jobs
     trees = list(dict.fromkeys(m.get("tree") for m in metas if m.get("tree")))
     meta["tree"] = trees[0] if len(trees) == 1 else None
     if len(trees) > 1:

@@ -119,8 +119,10 @@ def _op(name: str, up: float | None, status: str = "ok", device_s: float = 10.0)
 def test_merge_combines_partial_results(tmp_path: Path) -> None:
     meta = {"date": "2026-11-30", "device": "cuda", "device_name": "NVIDIA H200", "label": "nvidia-h200",
             "rounds": 15, "wall_s": 100.0}  # fmt: skip
-    part_a = bench.build_result([_op("01_a", 2.0), _op("02_b", 1.0)], ["03_c", "04_d"], dict(meta))
-    part_b = bench.build_result([_op("03_c", 8.0), _op("04_d", 3.0)], ["01_a"], dict(meta))
+    part_a = bench.build_result([_op("01_a", 2.0), _op("02_b", 1.0)], ["03_c", "04_d"],
+                                {**meta, "only": "^0[12]_", "jobs": 2, "op_budget": 110.0})  # fmt: skip
+    part_b = bench.build_result([_op("03_c", 8.0), _op("04_d", 3.0)], ["01_a"],
+                                {**meta, "only": "^0[34]_", "jobs": 1, "op_budget": 100.0})  # fmt: skip
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(part_a))
     b.write_text(json.dumps(part_b))
@@ -139,7 +141,11 @@ def test_merge_combines_partial_results(tmp_path: Path) -> None:
     assert (s["above_2x"], s["above_5x"], s["slower_than_initial"]) == (3, 1, 0)
     assert s["device_s"] == pytest.approx(40.0)
     assert merged["meta"]["merged_from"] == ["a.json", "b.json"] and merged["meta"]["wall_s"] == 200.0
-    assert "| 03_c | ok | 8.00x |" in md.read_text()
+    # the parts' own filters do not describe the merge; what differed between them is listed
+    assert merged["meta"]["only"] is None and merged["meta"]["jobs"] == [1, 2]
+    assert merged["meta"]["op_budget"] == 110.0
+    text = md.read_text()
+    assert "| 03_c | ok | 8.00x |" in text and "matching" not in text
 
 
 def test_merge_puts_the_notes_after_the_summary_and_names_the_json_it_wrote(tmp_path: Path) -> None:
