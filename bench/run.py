@@ -414,7 +414,9 @@ METHOD = """\
   verifies it. The loop stops at the round budget, at 85 % of speed-of-light (geomean of the
   cases), or when consecutive rounds find nothing left to try.
 - **Correctness.** The initial version is verified on every case: the `get_verify_inputs`
-  cases over three seeds, the big timed cases over the first seed (`--timed-case-seeds 1`).
+  cases over three seeds, the big timed cases over the first seed (`--timed-case-seeds 1`);
+  the same job times it against PyTorch eager, and those times with its recorded launches are
+  its tier-1 profile (since the fourth session; before, a separate profile job).
   A candidate is verified over one seed on every timed case and every `get_verify_inputs`
   case, in the same child job that times it. On a GPU the child draws the inputs on the device
   (`torch.device` around the module's input functions), so a seed costs milliseconds to draw
@@ -447,7 +449,9 @@ METHOD = """\
   90 %SOL).
 - **Cost.** Device seconds are the sandbox child's wall time for every job run on the GPU
   device (validate, verify, time, profile, compile: on the device machine all of them occupy
-  it); wall seconds include the parent's analysis.
+  it); wall seconds include the parent's analysis. Each job reports its seconds by phase
+  (interpreter start and exit, imports, module load, first calls with their compiles and
+  autotuning, reference runs, timing, compile job), summed under the cost table.
 """
 
 
