@@ -170,6 +170,7 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             record["final_check"], extra_s = final_check(executor, result, args)
             record["device_s"] = round((record.get("device_s") or 0.0) + extra_s, 3)
         record["jobs"] = job_summary(executor)
+        record["timeline"] = job_timeline(executor)
         if observer.stopped_by_deadline:  # the loop says 'cancelled'; say whose budget it was
             record["stop_reason"] = "op_budget"
             record["stop_detail"] = (record.get("stop_detail") or "") + " (operator time budget)"
@@ -191,6 +192,17 @@ def job_summary(executor: Any) -> dict[str, dict[str, Any]]:
         for name, seconds in (getattr(c, "phases", None) or {}).items():
             row["phases"][name] = round(row["phases"].get(name, 0.0) + seconds, 3)
     return out
+
+
+def job_timeline(executor: Any) -> list[dict[str, Any]]:
+    """Every child job in order: kind, start (epoch seconds), wall seconds and phases. With
+    --jobs N the operators' timelines show what ran beside a job (a slow case's timing window
+    is the end of its verify job: `timing` is that job's last phase)."""
+    return [
+        {"job": c.job, "start": round(getattr(c, "started_at", 0.0), 3), "wall_s": c.wall_s, "ok": c.ok,
+         "phases": dict(getattr(c, "phases", None) or {})}  # fmt: skip
+        for c in getattr(executor, "costs", [])
+    ]
 
 
 def phase_totals(ops: list[dict[str, Any]]) -> dict[str, float]:

@@ -11,6 +11,7 @@ failure comes back as an outcome with `ok=False` and the child's `JobError` (see
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ class JobCost:
     # the child's seconds by phase (runner.childlib.phases), plus 'process': the wall time
     # outside the child's main (interpreter start-up, sandbox set-up, exit)
     phases: dict[str, float] = field(default_factory=dict)
+    started_at: float = 0.0  # wall clock (epoch seconds) when the job was started: a timeline
 
     @property
     def device_s(self) -> float:
@@ -382,13 +384,14 @@ class Executor:
 
     def run(self, request: JobRequest) -> SandboxResponse:
         """Run one raw request in the sandbox and record its cost."""
+        started_at = time.time()
         response = run_job(
             request, limits=self.limits_for(request.job), python=self.python, triton_cache_dir=self.cache_dir
         )
         phases = dict(response.phases)
         if response.elapsed_s and response.wall_s >= response.elapsed_s:
             phases["process"] = round(response.wall_s - response.elapsed_s, 3)
-        self.costs.append(JobCost(request.job, request.device, response.wall_s, response.ok, phases))
+        self.costs.append(JobCost(request.job, request.device, response.wall_s, response.ok, phases, started_at))
         return response
 
     def _request(self, job: str, path: str, **kwargs: Any) -> JobRequest:

@@ -213,6 +213,9 @@ class CandidateOutcome:
     parent_ms: tuple[float | None, ...] = ()  # the parent's times in the same process, per case
     noise: float | None = None  # measured relative noise of the comparison (the largest case's)
     case_noise: tuple[float | None, ...] = ()  # each case's noise floor, in case order
+    # per case, the medians of every timing round: (candidate's, parent's); what a noisy
+    # case's floor and verdict came from
+    case_rounds: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = ()
     suspect: bool = False  # a time below the speed-of-light bound
     wall_s: float = 0.0
     device_s: float = 0.0
@@ -924,11 +927,13 @@ class _Loop:
         parent_ms: tuple[float | None, ...] = ()
         noise = None
         case_noise: tuple[float | None, ...] = ()
+        case_rounds: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = ()
         if timing is not None and timing.timed:
             cases = tuple(CaseTiming(c.index, c.candidate_ms, c.reference_ms, c.sol_ms) for c in timing.cases)
             parent_ms = tuple(c.parent_ms for c in timing.cases)
             noise = timing.noise_floor
             case_noise = tuple(c.noise_floor for c in timing.cases)
+            case_rounds = tuple((tuple(c.candidate_repeats), tuple(c.parent_repeats)) for c in timing.cases)
             if timing.device is not None and not self.device_name:
                 self.device_name = timing.device.name
         elif out.ok and out.passed:
@@ -943,6 +948,7 @@ class _Loop:
             parent_ms=parent_ms,
             noise=noise,
             case_noise=case_noise,
+            case_rounds=case_rounds,
             suspect=bool(getattr(out, "suspect", False)),
             autotune_choices=tuple(
                 (c.label, c.autotune_choices) for c in getattr(out, "cases", ()) if c.autotune_choices

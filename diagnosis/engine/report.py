@@ -97,6 +97,10 @@ def outcome_json(o: CandidateOutcome | None) -> dict[str, Any] | None:
         "speedup": _r(o.speedup),
         "noise": _r(o.noise),
         "case_noise": [_r(n) for n in o.case_noise],
+        "case_rounds": [
+            {"candidate_ms": [_r(t, 6) for t in cand], "parent_ms": [_r(t, 6) for t in par]}
+            for cand, par in o.case_rounds
+        ],
         "suspect": o.suspect,
         "wall_s": _r(o.wall_s, 3),
         "device_s": _r(o.device_s, 3),

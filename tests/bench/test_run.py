@@ -11,6 +11,7 @@ import importlib.util
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,10 @@ def test_one_operator_in_process(two_modules: Path, tmp_path: Path) -> None:
     assert {"import", "load", "build", "reference", "candidate", "process"} <= set(phases)
     assert 0 < sum(phases.values()) <= verify["wall_s"] * 1.01 + 0.01
     assert "Seconds by phase inside the jobs" in (out / "RESULTS.md").read_text()
+    # and when each ran: what ran beside a noisy case can be read from the operators' timelines
+    (job,) = op["timeline"]
+    assert job["job"] == "verify" and job["wall_s"] == verify["wall_s"] and job["phases"] == phases
+    assert abs(job["start"] - time.time()) < 600
 
 
 def test_the_time_budget_stops_starting_operators(two_modules: Path, tmp_path: Path) -> None:

@@ -726,6 +726,11 @@ def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> Non
     first = result.rounds[0]
     assert first.outcome is not None
     assert first.outcome.case_noise == pytest.approx((0.4, 0.01, 0.01))
+    # the rounds behind the floor are kept: the parent's slow second round in case 0
+    cand_rounds, parent_rounds = first.outcome.case_rounds[0]
+    assert parent_rounds == pytest.approx((2.0, 2.8, 2.0)) and cand_rounds == pytest.approx((2.0 / 1.3,) * 3)
+    rounds_json = report.loop_result_json(result, sources=False, rounds=True)["rounds"][0]["outcome"]["case_rounds"]
+    assert rounds_json[0]["parent_ms"] == [2.0, 2.8, 2.0] and len(rounds_json) == len(first.outcome.cases)
     assert first.verdict is Verdict.IMPROVED, first.reason
     assert "floor 13.4 %" in first.reason  # (1.40 * 1.02 * 1.02) ** (1/3) - 1: floors of at least the 2 % minimum gain
 
