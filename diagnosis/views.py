@@ -312,6 +312,8 @@ class CaseRow:
     speedup: float | None
     pct_sol: float | None
     autotune_choice: str = ""  # the config @triton.autotune chose for this case
+    noise_floor_pct: float | None = None  # the spread of the parent's rounds (what "faster" must beat)
+    rounds: str = ""  # every timing round's median, parent then candidate
 
 
 def _first(d: dict, *keys: str) -> Any:
@@ -319,6 +321,24 @@ def _first(d: dict, *keys: str) -> Any:
         if k in d and d[k] is not None:
             return d[k]
     return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _rounds_text(rounds: Any) -> str:
+    """'0.0349, 0.0351 | 0.0558, 0.0560': the parent's round medians, then the candidate's (ms)."""
+    if not isinstance(rounds, dict):
+        return ""
+
+    def side(key: str) -> str:
+        values = rounds.get(key)
+        if not isinstance(values, list):
+            return "–"
+        return ", ".join(f"{v:.4g}" for v in values if _number(v) is not None) or "–"
+
+    return f"{side('parent')} | {side('candidate')}"
 
 
 def verification_rows(verification: Any) -> tuple[list[CaseRow], dict[str, Any]]:
@@ -353,6 +373,8 @@ def verification_rows(verification: Any) -> tuple[list[CaseRow], dict[str, Any]]
                 speedup=speedup,
                 pct_sol=_first(c, "pct_sol", "sol_pct"),
                 autotune_choice=str(c.get("autotune_choice") or ""),
+                noise_floor_pct=None if (f := _number(c.get("noise_floor"))) is None else 100.0 * f,
+                rounds=_rounds_text(c.get("rounds_ms")),
             )
         )
     notes = {}
@@ -374,6 +396,8 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, form: DecisionFo
         "findings": proposal.findings.order_by("tier", "id"),
         "cases": rows,
         "autotuned": any(r.autotune_choice for r in rows),
+        "has_rounds": any(r.rounds for r in rows),
+        "has_floors": any(r.noise_floor_pct is not None for r in rows),
         "verification_notes": notes,
         "reviews": proposal.reviews.select_related("reviewer"),
         "can_decide": access.is_reviewer(request.user, team) and proposal.status == Proposal.Status.PENDING,

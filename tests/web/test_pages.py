@@ -228,3 +228,31 @@ def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewe
     proposal.save()
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
     assert "Autotune chose" not in page
+
+
+def test_the_review_page_shows_each_cases_noise_floor_and_timing_rounds(client, reviewer, proposal):
+    """A reviewer can see what a verdict stood on: the parent's spread and every round."""
+    from diagnosis.engine.loop import CandidateOutcome, CaseTiming
+    from runner.persist import outcome_json
+
+    outcome = CandidateOutcome(
+        correct=True,
+        cases=(CaseTiming(0, 0.0558, 0.036, 0.014), CaseTiming(1, 0.2, 0.4, 0.05)),
+        parent_ms=(0.0348, 0.3),
+        case_noise=(0.0298, 0.01),
+        case_rounds=(((0.0556, 0.0558, 0.0561), (0.0347, 0.0348, 0.0352)), ((0.2, 0.2), (0.3, 0.3))),
+    )
+    proposal.verification = outcome_json(outcome)
+    proposal.save()
+    assert proposal.verification["cases"][0]["rounds_ms"]["parent"] == [0.0347, 0.0348, 0.0352]
+    client.force_login(reviewer)
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert "<th>Noise floor</th>" in page and "3.0 %" in page and "1.0 %" in page
+    assert "<th>Rounds, ms (parent | candidate)</th>" in page
+    assert "0.0347, 0.0348, 0.0352 | 0.0556, 0.0558, 0.0561" in page
+
+    # rows stored before rounds were kept show neither column
+    proposal.verification = {"correct": True, "timed": True, "cases": [{"index": 0, "time_ms": 0.5, "parent_ms": 1.0}]}
+    proposal.save()
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert "Noise floor" not in page and "Rounds, ms" not in page
