@@ -608,7 +608,7 @@ class _Loop:
         cases = tuple(CaseTiming(c.index, c.time_ms, c.ref_time_ms, c.sol_ms) for c in profile.cases)
         if not all(c.time_ms for c in cases):
             return None, "the initial version could not be timed on every case"
-        self.case_shapes = _with_sol(self.case_shapes, {c.index: c.sol_ms for c in cases})
+        self.case_shapes = _with_sol(self.case_shapes, {c.index: (c.sol_ms, c.time_ms) for c in cases})
         return VersionStats(digest, cases), ""
 
     # -- one round
@@ -1026,13 +1026,19 @@ def _with_launch_ints(shapes: tuple[Any, ...], checks: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _with_sol(shapes: tuple[Any, ...], sol_ms: dict[int, float | None]) -> tuple[Any, ...]:
-    """The timed cases' CaseShape records with the baseline's speed-of-light time."""
+def _with_sol(shapes: tuple[Any, ...], times: dict[int, tuple[float | None, float | None]]) -> tuple[Any, ...]:
+    """The timed cases' CaseShape records with the baseline's speed-of-light and measured times
+    (case index -> (sol_ms, time_ms))."""
     from dataclasses import replace
 
-    return tuple(
-        replace(c, sol_us=1000.0 * sol_ms[c.index]) if c.timed and sol_ms.get(c.index) else c for c in shapes
-    )
+    def us(ms: float | None) -> float | None:
+        return 1000.0 * ms if ms else None
+
+    out = []
+    for c in shapes:
+        sol_ms, time_ms = times.get(c.index, (None, None))
+        out.append(replace(c, sol_us=us(sol_ms), time_us=us(time_ms)) if c.timed and (sol_ms or time_ms) else c)
+    return tuple(out)
 
 
 def _error_text(outcome: Any) -> str:

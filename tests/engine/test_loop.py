@@ -711,6 +711,8 @@ def test_the_proposer_sees_each_timed_cases_speed_of_light_from_the_baseline(scr
     cases = proposer.contexts[0].cases
     assert [c.timed for c in cases] == [True] * N_CASES
     assert [c.sol_us for c in cases] == pytest.approx([250.0] * N_CASES, rel=1e-3)
+    # the baseline's measured times too: with SOL they tell how much tuning could win per case
+    assert [c.time_us for c in cases] == pytest.approx([fake_ms(module(2.0, sol=0.25)) * 1000.0] * N_CASES)
     # and the integer arguments of each case's launches, as the baseline's verify job saw them
     assert [c.ints("k") for c in cases] == [{"n": 4096 + i} for i in range(N_CASES)]
     assert cases[0].ints("other_kernel") == {}

@@ -364,6 +364,44 @@ def test_the_baseline_profiles_sol_decides_which_cases_are_launch_bound() -> Non
     assert 1024 * 2048 < limit < 8192 * 2048
 
 
+def _with_times(cases: tuple[CaseShape, ...], sol_us: list[float], time_us: list[float] | None) -> tuple:
+    return tuple(
+        replace(c, sol_us=sol_us[c.index], time_us=time_us[c.index] if time_us else None) if c.timed else c
+        for c in cases
+    )
+
+
+def test_cases_with_little_headroom_over_sol_keep_the_fixed_launch() -> None:
+    """24_rmsnorm_silu_gate on the H200: every case's SOL is over 8 us, but the two shortest
+    leave 15-18 us between the measured time and SOL, less than the autotuner's host work can
+    cost; its autotuned candidate was 2-19 us slower there. They keep the fixed launch."""
+    path = Path(__file__).resolve().parents[2] / "bench/suite/24_rmsnorm_silu_gate_fp16.py"
+    sol_us, time_us = [26.2, 52.4, 13.1, 38.4, 9.6], [53.0, 97.0, 30.9, 73.5, 24.5]
+    rw = apply_family(Family.LAUNCH_CONFIG, path.read_text(), _on_h200(_with_times(h.cases_of(path), sol_us, time_us)))
+    assert rw is not None and h.parses(rw.source)
+    limit = int(re.search(r"^RMSNORM_SILU_GATE_KERNEL_FIXED_UP_TO = ([\d_]+)$", rw.source, re.M).group(1))
+    # the launch compares the bytes of its tensors: x, g and out (rows x hidden) and the weight
+    rows, hidden = zip(*(c.shapes[0] for c in h.cases_of(path) if c.timed), strict=True)
+    sizes = [2 * (3 * r * hd + hd) for r, hd in zip(rows, hidden, strict=True)]
+    assert max(sizes[2], sizes[4]) < limit < min(sizes[0], sizes[1], sizes[3])
+    assert "20 us above it) and keep the fixed launch" in rw.source
+    # measured times unknown: SOL alone calls none of them launch-bound, so no dispatch
+    plain = apply_family(Family.LAUNCH_CONFIG, path.read_text(), _on_h200(_with_times(h.cases_of(path), sol_us, None)))
+    assert plain is not None and "FIXED_UP_TO" not in plain.source
+
+
+def test_a_short_case_with_headroom_is_still_tuned() -> None:
+    """01_gemm's 2048^3 case: 50 us measured over 17 us of SOL leaves room for better tiles
+    (1.65x on the H200); only 1024^3 (SOL 2.2 us) keeps the fixed launch."""
+    cases = _with_times(
+        _gemm_cases((4096, 4096, 4096), (1024, 1024, 1024), (2048, 2048, 2048)), [139.0, 2.2, 17.4], [431.6, 17.3, 49.6]
+    )
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), _on_h200(cases))
+    assert rw is not None
+    limit = int(re.search(r"^MATMUL_KERNEL_FIXED_UP_TO = ([\d_]+)$", rw.source, re.M).group(1))
+    assert 1024**3 < limit < 2048**3
+
+
 def test_a_row_kernel_dispatches_on_the_bytes_of_its_tensors() -> None:
     before = HEADER + ROW_KERNEL + wrapper('''
 n_rows, n_cols = x.shape

@@ -56,6 +56,8 @@ class CaseShape:
     # the case's speed-of-light time in microseconds (the baseline profile's, from the FLOPs and
     # bytes PyTorch's reference does), when a device timed it
     sol_us: float | None = None
+    # the initial version's measured time of the case in microseconds (the baseline's)
+    time_us: float | None = None
     # (kernel, ((parameter, value), ...)): the integer arguments the baseline's verify job saw
     # at the case's launches; sizes the shapes alone do not give (a weight's dimension)
     launch_ints: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()

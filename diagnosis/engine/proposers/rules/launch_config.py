@@ -196,13 +196,21 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
 # the verify job, with a second operator compiling on the host, 48.8 us, so the rewrite lost
 # on that case and with it the 1.6-1.9x of the large cases.
 LAUNCH_BOUND_SOL_US = 8.0
+# A timed case whose measured time leaves less than this above its speed-of-light time has too
+# little to win from tuning to pay for the autotuner's host work on every call. Measured on the
+# H200 (benchmark of 2026-11-30, fourth session, --jobs 2): autotuned candidates of 12, 13, 15,
+# 18 and 24 timed 2-32 us slower than their parents on cases of 27-57 us whose headroom (time
+# minus speed-of-light time) was 10-19 us, and gained on the longer cases; 01_gemm's 2048^3
+# case (50 us measured, 33 us of headroom) gained 1.65x from its tiles.
+AUTOTUNE_HEADROOM_US = 20.0
 
 
 def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
     """Keep the fixed launch for launch-bound problem sizes when the timed cases have both kinds.
 
     A case is launch-bound when its speed-of-light time (the baseline profile's; else from the
-    sizes and the device's datasheet peaks) is under LAUNCH_BOUND_SOL_US. The launch tells the
+    sizes and the device's datasheet peaks) is under LAUNCH_BOUND_SOL_US, or when the baseline's
+    measured time leaves less than AUTOTUNE_HEADROOM_US above it. The launch tells the
     sizes apart at run time by a size it can compute: for a GEMM the product of the key sizes
     the cases determine (M*N*K, or M*K when N comes from the module's weights), otherwise the
     bytes of the tensor arguments. The limit lies between the largest launch-bound case and the
@@ -236,8 +244,12 @@ def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
         sol_us = [_sol_us(plan, v, spec, all_sizes=plan.size_unit.split("*") == plan.key) for _, v in pairs]
         if not all(sol_us):
             return
-    small = [n for n, t in zip(sizes, sol_us, strict=True) if t < LAUNCH_BOUND_SOL_US]
-    large = [n for n, t in zip(sizes, sol_us, strict=True) if t >= LAUNCH_BOUND_SOL_US]
+    bound_by_launch = [
+        t < LAUNCH_BOUND_SOL_US or (c.time_us is not None and c.time_us - t < AUTOTUNE_HEADROOM_US)
+        for (c, _), t in zip(pairs, sol_us, strict=True)
+    ]
+    small = [n for n, b in zip(sizes, bound_by_launch, strict=True) if b]
+    large = [n for n, b in zip(sizes, bound_by_launch, strict=True) if not b]
     if small and large and max(small) < min(large):
         plan.fixed_up_to = math.isqrt(max(small) * min(large))
 
@@ -597,8 +609,9 @@ def _tuned_definition(plan: Plan, tree: cst.Module) -> list[cst.BaseStatement]:
     unit = "bytes of its tensor arguments" if plan.size_unit == "bytes" else plan.size_unit
     comment = (
         f"# {plan.kernel.name}: problems up to this size ({unit}) are launch-bound\n"
-        f"# (speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us) and keep the fixed launch: the\n"
-        "# autotuner's host work on every call would outlast the kernel.\n"
+        f"# (speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us, or a measured time less than\n"
+        f"# {AUTOTUNE_HEADROOM_US:g} us above it) and keep the fixed launch: the autotuner's host\n"
+        "# work on every call would outlast what a better tile could save.\n"
     )
     limit = cu.stmt(f"\n\n{comment}{limit_name(plan)} = {plan.fixed_up_to:_}\n")
     tuned = cu.stmt(
@@ -724,7 +737,8 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
             f"added @triton.autotune to {kinds}; the fixed block sizes and num_warps left the launch "
             "and the grid reads the chosen block from meta." + "".join(
                 f" {p.kernel.name}: problems up to {p.fixed_up_to:_} ({p.size_unit}) are launch-bound "
-                f"(speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us on this device) and keep the "
+                f"(speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us on this device, or measured less "
+                f"than {AUTOTUNE_HEADROOM_US:g} us above it) and keep the "
                 f"fixed launch; larger ones launch {p.tuned_name}, the autotuned kernel."
                 for p in plans
                 if p.fixed_up_to is not None
