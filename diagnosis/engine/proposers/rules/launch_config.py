@@ -198,10 +198,12 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
 LAUNCH_BOUND_SOL_US = 8.0
 # A timed case whose measured time leaves less than this above its speed-of-light time has too
 # little to win from tuning to pay for the autotuner's host work on every call. Measured on the
-# H200 (benchmark of 2026-11-30, fourth session, --jobs 2): autotuned candidates of 12, 13, 15,
-# 18 and 24 timed 2-32 us slower than their parents on cases of 27-57 us whose headroom (time
-# minus speed-of-light time) was 10-19 us, and gained on the longer cases; 01_gemm's 2048^3
-# case (50 us measured, 33 us of headroom) gained 1.65x from its tiles.
+# H200 (2026-11-30, fourth session): alone on one GPU, 24_rmsnorm_silu_gate's autotuned
+# candidate lost 15 and 19 us on its two shortest cases (15 and 18 us of headroom, measured
+# time minus speed-of-light time) and gained 7 % on the others; beside another operator
+# (--jobs 2), autotuned candidates of 12, 13, 15 and 18 lost 2-32 us on cases of 27-57 us.
+# 01_gemm's 2048^3 case (50 us measured, 33 us of headroom) gained 1.65x from its tiles. The
+# line between is a judgement from these few cases.
 AUTOTUNE_HEADROOM_US = 20.0
 
 
