@@ -12,11 +12,11 @@ the initial kernel and over PyTorch eager, geomean over its cases; final %SOL; r
 of the winning rounds; device seconds) and a table in RESULTS.md.
 
 `--jobs N` runs N operators at once, each in its own process pinned to one GPU with
-CUDA_VISIBLE_DEVICES=i (machines with several GPUs). Two operators on one GPU, even taking turns
-under a lock for their device work, were tried on the H200 (2026-11-30): the other operator's
-imports and compiles on the host slowed launch-bound cases up to 3x (a 17 us fixed launch
-timed at 54 us), so each operator has its GPU to itself. `--time-budget` stops starting operators once that many seconds
-have passed and lists the ones not run. `--merge` combines partial results (from split device
+CUDA_VISIBLE_DEVICES=i (machines with several GPUs). Two operators on one GPU, even taking
+turns under a lock for their device work, were tried on the H200 (2026-11-30): the other
+operator's imports and compiles on the host slowed launch-bound cases up to 3x (a 17 us fixed
+launch timed at 54 us), so each operator has its GPU to itself. `--time-budget` stops
+starting operators once that many seconds have passed and lists the ones not run. `--merge` combines partial results (from split device
 calls) into one result and table.
 
 Needs only the engine and the sandbox child: no Django, no database.

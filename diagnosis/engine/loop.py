@@ -452,6 +452,9 @@ class _Loop:
         self.proposer = proposer
         self.workdir = workdir
         self.timing_device = config.device != "cpu"
+        # without ncu a timed verify job's own runs are the version's tier-1 profile (its
+        # launches and interleaved times); with ncu the profile job runs for the counters
+        self.gate_profiles = self.timing_device and not config.ncu
         self.case_shapes: tuple[Any, ...] = ()  # CaseShape per input case, from the baseline's verify
         self.unverifiable = False  # the baseline found no case this device can check
         self.diagnose_only = False  # then rounds gather evidence and propose nothing
@@ -577,11 +580,8 @@ class _Loop:
         """Verify the initial version over every seed; time it (and keep its profile for tier 1)."""
         path = self._write(self.initial_source)
         digest = sha256(self.initial_source)
-        # Without ncu the verify job's own runs are the profile (launches, interleaved times
-        # against eager): one job. With ncu, the profile job adds the counters.
-        folded = self.timing_device and not self.config.ncu
         outcome = self.executor.verify(
-            path, None, seeds=list(self.config.seeds), time=folded, options=self.config.verify_options
+            path, None, seeds=list(self.config.seeds), time=self.gate_profiles, options=self.config.verify_options
         )
         self.case_shapes = _with_launch_ints(
             _case_shapes(getattr(outcome, "input_shapes", None) or ()), getattr(outcome, "cases", ()) or ()
@@ -593,7 +593,7 @@ class _Loop:
         if not self.timing_device:
             cases = tuple(CaseTiming(c.index, None) for c in outcome.cases if c.kind == "timed")
             return VersionStats(digest, cases), ""
-        prof: Any = outcome if folded and getattr(outcome, "profile", None) is not None else None
+        prof: Any = outcome if self.gate_profiles and getattr(outcome, "profile", None) is not None else None
         if prof is None:
             # The profile job times ModelNew and the reference per case and records the
             # launches: the baseline's times, and round 1's tier-1 evidence.
@@ -919,7 +919,7 @@ class _Loop:
         path = self._write(cand.source)
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
                                    time=self.timing_device, options=self.config.verify_options)  # fmt: skip
-        if getattr(out, "profile", None) is not None and not self.config.ncu:
+        if self.gate_profiles and getattr(out, "profile", None) is not None:
             # the candidate's profile came with its gate: if it wins, tier 1 reads it from here
             self.profile_cache[sha256(cand.source)] = out
         timing = getattr(out, "timing", None)
@@ -1011,8 +1011,6 @@ def _case_shapes(raw: Any) -> tuple[Any, ...]:
 def _with_launch_ints(shapes: tuple[Any, ...], checks: Any) -> tuple[Any, ...]:
     """The CaseShape records with the integer launch arguments the verify job recorded per case
     (a check's index counts within its kind, a CaseShape's over timed then verify cases)."""
-    from dataclasses import replace
-
     recorded = {
         (c.kind == "timed", c.index): c.launch_ints for c in checks if getattr(c, "launch_ints", None)
     }
@@ -1029,8 +1027,6 @@ def _with_launch_ints(shapes: tuple[Any, ...], checks: Any) -> tuple[Any, ...]:
 def _with_sol(shapes: tuple[Any, ...], times: dict[int, tuple[float | None, float | None]]) -> tuple[Any, ...]:
     """The timed cases' CaseShape records with the baseline's speed-of-light and measured times
     (case index -> (sol_ms, time_ms))."""
-    from dataclasses import replace
-
     def us(ms: float | None) -> float | None:
         return 1000.0 * ms if ms else None
 
@@ -1050,8 +1046,6 @@ def _error_text(outcome: Any) -> str:
 
 
 def _replace_cost(outcome: CandidateOutcome, wall_s: float, device_s: float) -> CandidateOutcome:
-    from dataclasses import replace
-
     return replace(outcome, wall_s=wall_s, device_s=device_s)
 
 
