@@ -266,14 +266,14 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] |
         rename[param] = cu.fresh_name(base, taken) if base in taken else base
         taken.add(rename[param])
         new_params[rename[param]] = bp[param]
-    loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
-    holes = {f"__load_{i}__": ld for i, ld in enumerate(loads)}
-    # P's names renamed while its loads are holes: C's expressions, filled in after, keep theirs
-    shell = cu.replace_in(value, [(ld, cst.Name(h)) for h, ld in holes.items()])
-    shell = cu.subst_names(shell, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
 
     def renamed(node: cst.BaseExpression) -> Any:
         return cu.subst_names(node, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
+
+    loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
+    holes = {f"__load_{i}__": ld for i, ld in enumerate(loads)}
+    # P's names renamed while its loads are holes: C's expressions, filled in after, keep theirs
+    shell = renamed(cu.replace_in(value, [(ld, cst.Name(h)) for h, ld in holes.items()]))
 
     edits = []
     for call in m.loads:
