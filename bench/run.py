@@ -437,11 +437,15 @@ METHOD = """\
   the input changes (each case is run again on a second input set). A candidate may not
   change `Model` or the input functions. After the loop, the best version is verified once
   more on two fresh seeds ("final check").
-- **Timing.** `triton.testing.do_bench` (L2 flushed before every repetition, median), after
-  one untimed call of every contender (compiles and autotuning happen there) and one
-  discarded measurement of each (added after the 2026-11-30 run). A candidate is
+- **Timing.** The median device time of one call, from CUDA events around it, with the L2
+  flushed before every call (as `triton.testing.do_bench`) and a 250 us GPU-side sleep
+  before each call, so that a busy host cannot leave the GPU waiting inside the measurement
+  (added after the `af00bc9` run of 2026-11-30, where host contention doubled a 27 us case;
+  `runner/backends/cuda.py`); the host's per-call Python is not in the times. Each contender gets one
+  untimed call first (compiles and autotuning happen there) and one discarded measurement
+  (added after the 2026-11-30 run). A candidate is
   timed against its parent *in the same process*, interleaved round-robin (`--timing-rounds`,
-  2 by default, each `--warmup-ms` 10 + `--rep-ms` 40 of do_bench), so the two see the same
+  2 by default, each `--warmup-ms` 10 + `--rep-ms` 40 per measurement), so the two see the same
   clocks and GPU state; PyTorch eager is timed once per case in the same process. A case
   whose rounds disagree by more than 5 % gets more rounds, up to 6 in all, until they agree
   (added after the first run of 2026-11-30).
@@ -590,9 +594,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timed-case-seeds", type=int, default=1,
                    help="seeds for the big timed cases (verify inputs always get every seed)")
     p.add_argument("--timing-rounds", type=int, default=2,
-                   help="interleaved do_bench rounds per contender (>= 2: the parent's spread is the noise floor)")
-    p.add_argument("--warmup-ms", type=float, default=10.0, help="do_bench warm-up per measurement")
-    p.add_argument("--rep-ms", type=float, default=40.0, help="do_bench measuring time per measurement")
+                   help="interleaved timing rounds per contender (>= 2: the parent's spread is the noise floor)")
+    p.add_argument("--warmup-ms", type=float, default=10.0, help="warm-up per measurement")
+    p.add_argument("--rep-ms", type=float, default=40.0, help="measuring time per measurement")
     p.add_argument("--quiet", action="store_true", help="no per-round lines")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="combine partial result files")
     p.add_argument("--notes", default=None, metavar="MD",
