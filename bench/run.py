@@ -451,7 +451,8 @@ METHOD = """\
   (added after the first run of 2026-11-30).
 - **Noise floor.** Per case, the parent's repeated medians in that process give the relative
   spread (max - min) / min, leaving out the slowest from four medians on (interference only
-  slows a measurement), at least 1 %, and at least the loop's minimum gain of 2 %. A candidate
+  slows a measurement), or the candidate's where they spread wider (since the `3eb0c9c`
+  run), at least 1 %, and at least the loop's minimum gain of 2 %. A candidate
   counts as faster only when no case is slower by more than its own floor and the geomean
   speedup over the cases exceeds the combined floor, the geomean of (1 + each case's floor)
   (until the after-fix runs of 2026-11-30: the largest case floor). A time below the datasheet
@@ -594,7 +595,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timed-case-seeds", type=int, default=1,
                    help="seeds for the big timed cases (verify inputs always get every seed)")
     p.add_argument("--timing-rounds", type=int, default=2,
-                   help="interleaved timing rounds per contender (>= 2: the parent's spread is the noise floor)")
+                   help="interleaved timing rounds per contender (>= 2: their spread is the noise floor)")
     p.add_argument("--warmup-ms", type=float, default=10.0, help="warm-up per measurement")
     p.add_argument("--rep-ms", type=float, default=40.0, help="measuring time per measurement")
     p.add_argument("--quiet", action="store_true", help="no per-round lines")

@@ -209,7 +209,7 @@ def timing_comparison(raw: Mapping[str, Any] | None) -> TimingComparison | None:
         cand_rep, par_rep = _floats(c.get("candidate_ms")), _floats(c.get("parent_ms"))
         ref_rep = _floats(c.get("reference_ms"))
         cand, par, ref = policy.median(cand_rep), policy.median(par_rep), policy.median(ref_rep)
-        floor = policy.noise_floor(par_rep if par_rep else cand_rep)
+        floor = policy.case_floor(par_rep, cand_rep)
         bound = sol.sol_ms(
             int(c.get("bytes", 0)), int(c.get("flops", 0)), str(c.get("dtype", "float32")), spec
         )

@@ -116,7 +116,7 @@ def outcome_json(o: CandidateOutcome) -> dict[str, Any]:
     rounds = list(o.case_rounds) + [None] * max(0, len(o.cases) - len(o.case_rounds))
     for c, p, f, r in zip(o.cases, parents, floors, rounds, strict=False):
         row = case_json(c, p, against_parent=True)
-        row["noise_floor"] = _finite(f)  # the spread of the parent's timings of this case
+        row["noise_floor"] = _finite(f)  # the wider spread of the parent's and the candidate's timings of this case
         if r is not None:  # the medians of every timing round, behind the floor and the verdict
             row["rounds_ms"] = {"candidate": [_finite(t) for t in r[0]], "parent": [_finite(t) for t in r[1]]}
         if chosen.get(f"case {c.index}"):  # what @triton.autotune picked for this case's shapes

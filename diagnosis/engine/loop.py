@@ -966,8 +966,9 @@ class _Loop:
             return Verdict.FAILED, "suspect: a case ran faster than the speed-of-light bound"
         if not outcome.timed:
             return Verdict.NO_GAIN, "correct; not timed on this device, so never counted as faster"
-        # each case against its own floor (the spread of its parent's timings; the largest one
-        # when the outcome has no per-case floors), never below the loop's minimum gain
+        # each case against its own floor (the wider spread of its parent's and its own timings;
+        # the largest one when the outcome has no per-case floors), never below the loop's
+        # minimum gain
         noise = outcome.case_noise or (outcome.noise,) * len(outcome.cases)
         decisions = [
             policy.decide_case(p, c.time_ms, max(f or policy.MIN_NOISE_FLOOR, self.config.min_gain), c.sol_ms)

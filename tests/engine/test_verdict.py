@@ -8,6 +8,7 @@ from diagnosis.engine.verdict import (
     MIN_NOISE_FLOOR,
     CaseDecision,
     Verdict,
+    case_floor,
     combined_floor,
     decide_case,
     geomean,
@@ -32,6 +33,30 @@ from diagnosis.engine.verdict import (
 )
 def test_noise_floor_is_the_parents_relative_spread(repeats: list[float], expected: float) -> None:
     assert noise_floor(repeats) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("parent", "candidate", "expected"),
+    [
+        pytest.param([1.0, 1.01], [1.0, 1.005], 0.01, id="parent-wider"),
+        pytest.param([33.632, 33.408], [33.568, 34.912], (34.912 - 33.568) / 33.568, id="candidate-wider"),
+        pytest.param([1.0, 1.0], [1.0], MIN_NOISE_FLOOR, id="one-candidate-timing"),
+        pytest.param([], [2.0, 2.1], 0.05, id="no-parent-the-candidates-spread"),
+        pytest.param([1.0, 1.0], [1.0, 1.0], MIN_NOISE_FLOOR, id="never-below-the-minimum"),
+    ],
+)
+def test_a_cases_floor_is_the_wider_of_the_two_spreads(
+    parent: list[float], candidate: list[float], expected: float
+) -> None:
+    assert case_floor(parent, candidate) == pytest.approx(expected)
+
+
+def test_the_h200_case_that_a_parent_only_floor_called_slower() -> None:
+    """3eb0c9c run, 21_linear_gelu round 2, case 3: the same fixed launch in both versions."""
+    parent, candidate = [0.033632, 0.033408], [0.033568, 0.034912]
+    by_parent = decide_case(median(parent), median(candidate), max(noise_floor(parent), 0.02), None)
+    by_both = decide_case(median(parent), median(candidate), max(case_floor(parent, candidate), 0.02), None)
+    assert by_parent.slower and not by_both.slower and not by_both.faster
 
 
 @pytest.mark.parametrize(

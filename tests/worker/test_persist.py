@@ -93,7 +93,7 @@ def test_the_proposal_carries_diff_findings_and_verification(run, loop) -> None:
             "speedup_over_eager": 3.0,
             "parent_ms": 2.0,
             "speedup": 2.0,
-            "noise_floor": 0.01,  # the spread of the parent's timings of this case
+            "noise_floor": 0.01,  # the wider spread of the parent's and the candidate's timings
         }
     ]
 
