@@ -372,9 +372,11 @@ def build_result(records: list[dict], not_run: list[str], meta: dict[str, Any]) 
     return {"schema": SCHEMA, "meta": meta, "operators": operators, "summary": report.summarize(operators)}
 
 
-def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def merge(parts: list[dict[str, Any]], names: list[str] | None = None) -> dict[str, Any]:
     """Combine partial results: an operator that ran in any part replaces one not run elsewhere;
-    between two runs of one operator the later part wins."""
+    between two runs of one operator the later part wins. `names`: the parts' files as given
+    (each part's own `file` is the name it was written under, the same for every part of a
+    run whose parts went to different directories)."""
     if not parts:
         raise ValueError("nothing to merge")
     by_name: dict[str, dict] = {}
@@ -389,7 +391,7 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
                 by_name[name] = op
     metas = [p.get("meta", {}) for p in parts]
     meta = dict(metas[0])
-    meta["merged_from"] = [m.get("file", "") for m in metas]
+    meta["merged_from"] = list(names) if names else [m.get("file", "") for m in metas]
     meta["commands"] = [m.get("command", "") for m in metas if m.get("command")]
     meta["wall_s"] = round(sum(m.get("wall_s") or 0.0 for m in metas), 1)
     meta["only"] = None  # each part's own filter is in its command; the merge covers them all
@@ -621,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
         parts = [json.loads(Path(f).read_text()) for f in args.merge]
         for part, f in zip(parts, args.merge, strict=True):
             part.setdefault("meta", {}).setdefault("file", Path(f).name)
-        result = merge(parts)
+        result = merge(parts, names=list(args.merge))
         result["meta"]["label"] = result["meta"].get("label") or "merged"
         path, md = write_outputs(result, out_dir, results_md, notes)
         print(report.summary_table(result["summary"]))

@@ -145,7 +145,7 @@ def test_merge_combines_partial_results(tmp_path: Path) -> None:
     assert s["median_speedup_over_initial"] == pytest.approx(2.5)
     assert (s["above_2x"], s["above_5x"], s["slower_than_initial"]) == (3, 1, 0)
     assert s["device_s"] == pytest.approx(40.0)
-    assert merged["meta"]["merged_from"] == ["a.json", "b.json"] and merged["meta"]["wall_s"] == 200.0
+    assert merged["meta"]["merged_from"] == [str(a), str(b)] and merged["meta"]["wall_s"] == 200.0
     # the parts' own filters do not describe the merge; what differed between them is listed
     assert merged["meta"]["only"] is None and merged["meta"]["jobs"] == [1, 2]
     assert merged["meta"]["op_budget"] == 110.0
@@ -213,3 +213,14 @@ def test_merged_parts_of_different_code_say_so(tmp_path: Path) -> None:
     mixed = bench.merge([part_a, part_b])
     assert mixed["meta"]["tree"] is None and mixed["meta"]["trees"] == ["a" * 40, "b" * 40]
     assert "code trees `aaaaaaaaaaaa`, `bbbbbbbbbbbb` (mixed)" in bench.render_results_md(mixed, "x.json")
+
+
+def test_merged_from_names_the_parts_as_given(tmp_path: Path) -> None:
+    """Parts written under one name in different directories stay told apart."""
+    meta = {"date": "2026-11-30", "device": "cuda", "device_name": "NVIDIA H200", "rounds": 15,
+            "file": "2026-11-30-nvidia-h200.json"}  # fmt: skip
+    part_a = bench.build_result([_op("01_a", 2.0)], [], dict(meta))
+    part_b = bench.build_result([_op("02_b", 1.0)], [], dict(meta))
+    assert bench.merge([part_a, part_b])["meta"]["merged_from"] == [meta["file"]] * 2
+    named = bench.merge([part_a, part_b], names=["parts/part-a.json", "parts/part-b.json"])
+    assert named["meta"]["merged_from"] == ["parts/part-a.json", "parts/part-b.json"]
