@@ -453,8 +453,8 @@ METHOD = """\
   (added after the first run of 2026-11-30).
 - **Noise floor.** Per case, the parent's repeated medians in that process give the relative
   spread (max - min) / min, leaving out the slowest from four medians on (interference only
-  slows a measurement), or the candidate's where they spread wider (since the `3eb0c9c`
-  run), at least 1 %, and at least the loop's minimum gain of 2 %. A candidate
+  slows a measurement), or the candidate's where they spread wider (since `273e747`, after
+  the `3eb0c9c` run), at least 1 %, and at least the loop's minimum gain of 2 %. A candidate
   counts as faster only when no case is slower by more than its own floor and the geomean
   speedup over the cases exceeds the combined floor, the geomean of (1 + each case's floor)
   (until the after-fix runs of 2026-11-30: the largest case floor). A time below the datasheet
