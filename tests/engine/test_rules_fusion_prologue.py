@@ -124,10 +124,13 @@ FIX.append(
         LOGSUMEXP,
         [
             # exp(x - m[offs // n_cols]) at the row kernel's element offset: the row-broadcast load
-            # of the row max reads at (that offset) // n_cols, exactly the producer's index
-            "tl.load(sub_exp_m_ptr + (((row * stride) + cols) // sub_exp_n_cols), mask=cols < n_cols, other=0.0)",
+            # of the row max reads at (that offset) // n_cols, exactly the producer's index, or,
+            # where the launch finds the rows dense (stride == n_cols), at the row itself
+            "tl.load(sub_exp_m_ptr + (row + 0 * cols if SUB_EXP_DENSE_ROWS else "
+            "(((row * stride) + cols) // sub_exp_n_cols)), mask=cols < n_cols, other=0.0)",
+            "BLOCK_SIZE: tl.constexpr, SUB_EXP_DENSE_ROWS: tl.constexpr = False):",
             "tl.load(sub_exp_x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)",
-            "sub_exp_x_ptr=x, sub_exp_m_ptr=m, sub_exp_n_cols=n_cols)",
+            "sub_exp_x_ptr=x, sub_exp_m_ptr=m, sub_exp_n_cols=n_cols, SUB_EXP_DENSE_ROWS=e.stride(0) == n_cols)",
         ],
         ["def sub_exp_kernel", "sub_exp_kernel["],
         id="row-broadcast-producer-into-a-row-sum",
@@ -183,6 +186,31 @@ def test_it_moves_the_element_wise_kernel_into_the_loads(before: str, present: l
         assert text not in rw.source, text
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the row kernel's columns bounded by something else than the producer's divisor
+        ("row_sum_kernel[(n_rows,)](e, s, n_cols,", "row_sum_kernel[(n_rows,)](e, s, n_cols - 1,"),
+        # columns that may start below 0
+        ("def row_sum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):\n    row = tl.program_id(0)\n"
+         "    cols = tl.arange(0, BLOCK_SIZE)",
+         "def row_sum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):\n    row = tl.program_id(0)\n"
+         "    cols = tl.arange(0, BLOCK_SIZE) - 1"),
+        # a row index that is not a program id
+        ("def row_sum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):\n    row = tl.program_id(0)",
+         "def row_sum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):\n    row = tl.program_id(0) - 1"),
+    ],
+    ids=["columns-bounded-by-another-value", "columns-not-from-zero", "row-not-a-program-id"],
+)
+def test_the_division_stays_where_the_row_cannot_be_proved(old: str, new: str) -> None:
+    if not LOGSUMEXP:
+        pytest.skip("bench/suite is absent")
+    assert old in LOGSUMEXP
+    rw = fuse_elementwise_prologue(LOGSUMEXP.replace(old, new), h.rule_input())
+    assert rw is not None and h.parses(rw.source)
+    assert "// sub_exp_n_cols)" in rw.source and "DENSE_ROWS" not in rw.source
+
+
 @pytest.mark.parametrize("before", NOOP)
 def test_it_leaves_unsafe_sequences_alone(before: str) -> None:
     assert fuse_elementwise_prologue(before, h.rule_input()) is None
@@ -214,6 +242,10 @@ def test_fused_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None
         path = tmp_path / name
         path.write_text(rw.source)
         paths.append(path)
+        if "=e.stride(0) == n_cols" in rw.source:  # the division branch too, as a padded e would take
+            path = tmp_path / f"division_{name}"
+            path.write_text(rw.source.replace("=e.stride(0) == n_cols", "=False"))
+            paths.append(path)
     results = h.interp_check(paths, jobs=2)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]

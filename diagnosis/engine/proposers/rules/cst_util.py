@@ -927,6 +927,23 @@ def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
     return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
 
 
+def append_constexpr(fn: cst.FunctionDef, name: str, default: str) -> cst.FunctionDef:
+    """`fn` with `name: tl.constexpr = default` appended to its parameters, keeping the list's
+    layout (the old last parameter's trailing comma or none moves to the new one)."""
+    params = list(fn.params.params)
+    last = params[-1]
+    new = cst.Param(
+        name=cst.Name(name),
+        annotation=cst.Annotation(expr("tl.constexpr")),
+        default=expr(default),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(" "), cst.SimpleWhitespace(" ")),
+        comma=last.comma,
+    )
+    params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    params.append(new)
+    return fn.with_changes(params=fn.params.with_changes(params=params))
+
+
 def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequence[cst.Arg] = ()) -> cst.Call:
     """`updated` without the arguments whose originals are in `ids`, then `add`; the last
     argument takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not

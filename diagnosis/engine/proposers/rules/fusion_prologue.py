@@ -19,6 +19,13 @@ f(C's element offset), where C's address is `tmp + offset`; cast as P's store wo
 goes; `tmp` stays allocated (its pointer gives the cast its dtype) but is never written or
 read.
 
+A row-broadcast index at C's row address, `(R * S + K) // D` with R a program id, K an
+`arange` from 0 under C's mask `K < N` and N passed what P's D was, is R wherever S == D: the
+fused C gets a constexpr `<P>_DENSE_ROWS` (default False) that its launch sets to `S == D`
+(`e.stride(0) == n_cols`), and loads at `R + 0 * K` then, the division staying for the other
+case. Why: on the H200 (run of 3eb0c9c) the fused logsumexp kept an integer division per
+element and ran 0.87x on a 5000 x 3001 case while gaining 1.56-1.89x on four others.
+
 Correct when the producer's inputs share the temporary's layout (the dense tensors a flat
 element-wise kernel is written for): P computes element E of `tmp`'s storage from element E
 of each input's (and element f(E) of the others), and C reads storage offset E of `tmp`
@@ -124,8 +131,8 @@ def _index(load: cst.Call) -> cst.BaseExpression | None:
     return ptr.right if _loaded(load) is not None and isinstance(ptr, cst.BinaryOperation) else None
 
 
-def _offset(address: cst.BaseExpression, t_param: str) -> cst.BaseExpression | None:
-    """The element offset of C's address `t_param + a + b ...` (a left-nested sum): `a + b ...`."""
+def _terms(address: cst.BaseExpression, t_param: str) -> list[cst.BaseExpression] | None:
+    """The terms `[a, b, ...]` of C's address `t_param + a + b ...` (a left-nested sum)."""
     terms: list[cst.BaseExpression] = []
     node = address
     while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
@@ -135,7 +142,76 @@ def _offset(address: cst.BaseExpression, t_param: str) -> cst.BaseExpression | N
         return None
     if any(t_param in cu.names_in(t) for t in terms):
         return None
-    return cu.expr(" + ".join(cu.code(_atom(t)) for t in reversed(terms)))
+    return list(reversed(terms))
+
+
+def _offset(address: cst.BaseExpression, t_param: str) -> cst.BaseExpression | None:
+    """The element offset of C's address `t_param + a + b ...`: `a + b ...`."""
+    terms = _terms(address, t_param)
+    return None if terms is None else cu.expr(" + ".join(cu.code(_atom(t)) for t in terms))
+
+
+@dataclass
+class _DenseRows:
+    """A row-broadcast load `q + offs // D` fused at C's `R * S + K` under the mask `K < N`."""
+
+    row: str  # R: bound once to tl.program_id(...), so >= 0
+    cols: str  # K: bound once to tl.arange(0, ...), so >= 0
+    stride: str  # S: C's parameter
+    divisor: str  # D: P's parameter
+    guard: str  # the launch's test that S == D: `e.stride(0) == n_cols`
+
+
+def _dense_rows(m: _Match, index: cst.BaseExpression, address: cst.BaseExpression,
+                mask: cst.BaseExpression | None) -> _DenseRows | None:  # fmt: skip
+    """When the producer's index is `offs // D` and C reads row R of `tmp` at `R * S + K` with
+    `K < N` (N bound at C's launch to what D is at P's), the index is `(R * S + K) // D`: R
+    itself wherever S == D, since 0 <= K < D there. S == D is a property of the call (a dense
+    temporary has stride n_cols), so it becomes a constexpr the launch computes."""
+    p, c = m.p, m.c
+    if not (isinstance(index, cst.BinaryOperation) and isinstance(index.operator, cst.FloorDivide)):
+        return None
+    if not (isinstance(index.left, cst.Name) and index.left.value == p.offs and isinstance(index.right, cst.Name)):
+        return None
+    divisor = index.right.value
+    if divisor not in p.kernel.params or divisor in p.kernel.constexprs:
+        return None
+    terms = _terms(address, m.t_param)
+    if terms is None or len(terms) != 2:
+        return None
+    product, k = terms
+    if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+        return None
+    if not (isinstance(product.left, cst.Name) and isinstance(product.right, cst.Name) and isinstance(k, cst.Name)):
+        return None
+    bindings = cu.Bindings(c.node)
+
+    def bound_to(name: str, call: str) -> cst.Call | None:
+        b = bindings.single(name)
+        return b.value if b is not None and cu.is_call(b.value, call) else None  # type: ignore[return-value]
+
+    row, stride = product.left.value, product.right.value
+    if bound_to(row, "tl.program_id") is None:
+        row, stride = stride, row
+    arange = bound_to(k.value, "tl.arange")
+    if bound_to(row, "tl.program_id") is None or arange is None or cu.int_literal(cu.arg(arange, "start", 0)) != 0:
+        return None
+    if stride not in c.params or stride in c.constexprs:
+        return None
+    if not (
+        isinstance(mask, cst.Comparison)
+        and len(mask.comparisons) == 1
+        and isinstance(mask.comparisons[0].operator, cst.LessThan)
+        and cu.code(mask.left) == k.value
+        and isinstance(mask.comparisons[0].comparator, cst.Name)
+    ):
+        return None
+    n = mask.comparisons[0].comparator.value  # type: ignore[union-attr]
+    bp, bc = m.lp.bound(p.kernel), m.lc.bound(c)
+    if n not in bc or divisor not in bp or stride not in bc or cu.code(bc[n]) != cu.code(bp[divisor]):
+        return None
+    guard = f"{cu.code(_atom(bc[stride]))} == {cu.code(_atom(bp[divisor]))}"
+    return _DenseRows(row, k.value, stride, divisor, guard)
 
 
 def _reader_loads(c: cu.Kernel, t_param: str) -> list[cst.Call] | None:
@@ -247,8 +323,9 @@ def _find(tree: cst.Module, inp: RuleInput) -> _Match | None:
     return None
 
 
-def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] | None:
-    """C with its loads of tmp computed from P's inputs; its new parameters and their arguments."""
+def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression], str] | None:
+    """C with its loads of tmp computed from P's inputs; its new parameters and their arguments;
+    the dense-rows constexpr's name if a row-broadcast load got one (`_dense_rows`), else ''."""
     value = _value(m.p)
     if value is None:
         return None
@@ -272,6 +349,8 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] |
 
     loads = [n for n in cu.walk(value) if cu.is_call(n, "tl.load")]
     holes = {f"__load_{i}__": ld for i, ld in enumerate(loads)}
+    flag = ""  # the constexpr that says the rows are dense, once one load needs it
+    guard = ""
     # P's names renamed while its loads are holes: C's expressions, filled in after, keep theirs
     shell = renamed(cu.replace_in(value, [(ld, cst.Name(h)) for h, ld in holes.items()]))
 
@@ -289,6 +368,14 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] |
                 addr = cu.subst_names(address, lambda n, q=q: cst.Name(rename[q]) if n.value == m.t_param else None)
             elif offset is not None:  # `q + f(offs)`: f at C's element offset
                 at = cu.subst_names(renamed(index), lambda n, o=offset: _atom(o) if n.value == p.offs else None)
+                dense = _dense_rows(m, index, address, mask)
+                if dense is not None and guard in ("", dense.guard):
+                    if not flag:
+                        flag = cu.fresh_name(f"{prefix.upper()}_DENSE_ROWS", taken)
+                        taken.add(flag)
+                    guard = dense.guard
+                    # `0 * K` keeps the address a block, as the mask is
+                    at = cu.expr(f"{dense.row} + 0 * {dense.cols} if {flag} else {cu.code(_atom(at))}")
                 addr = cu.expr(f"{rename[q]} + {cu.code(_atom(at))}")
             else:
                 return None
@@ -306,7 +393,10 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression]] |
         edits.append((call, cu.expr(text)))
     at = constexpr_at(c)
     fn = cu.replace_in(c.node, edits).with_changes(params=cu.insert_params(c, at, list(new_params)))
-    return fn, new_params
+    if flag:  # passed by the fused launch; any other launch of C keeps the division
+        fn = cu.append_constexpr(fn, flag, "False")
+        new_params[flag] = cu.expr(guard)
+    return fn, new_params, flag
 
 
 def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
@@ -321,11 +411,17 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
     done = _fused(m)
     if done is None:
         return None
-    fn, new_params = done
+    fn, new_params, flag = done
     extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
     call = cu.drop_args(m.lc.call, m.lc.call, set(), extra)
     new = splice(tree, m.lp, m.lc, call, (m.c.node, fn), m.p.kernel.node)
-    return new, f"{m.p.kernel.name} into the loads of {m.c.name} through `{m.tmp}`"
+    step = f"{m.p.kernel.name} into the loads of {m.c.name} through `{m.tmp}`"
+    if flag:
+        step += (
+            f"; its row-broadcast index (offset // {m.p.kernel.name}'s divisor) is the row itself where "
+            f"`{cu.code(new_params[flag])}` ({flag}), so the division is left to other calls"
+        )
+    return new, step
 
 
 @transform(Family.FUSION)
@@ -334,7 +430,7 @@ def fuse_elementwise_prologue(source: str, inp: RuleInput) -> Rewrite | None:
     if done is None:
         return None
     new, step = done
-    kernel = step.split(" into the loads of ")[1].split(" ")[0]
+    kernel = step.split(" into the loads of ")[1].split(" ")[0].rstrip(";")
     return Rewrite(
         source=new,
         family=Family.FUSION,

@@ -55,22 +55,6 @@ def _pid_n_stmt(names: dict[str, str], pid_n: str) -> cst.BaseStatement:
     return cu.stmt(f"{pid_n} = ({v['pid']} % {v['num_pid_in_group']}) // {v['group_size_m']}")
 
 
-def _add_param(fn: cst.FunctionDef, name: str) -> cst.FunctionDef:
-    """Append `name: tl.constexpr = 8` to the parameters, keeping the list's layout."""
-    params = list(fn.params.params)
-    last = params[-1]
-    new = cst.Param(
-        name=cst.Name(name),
-        annotation=cst.Annotation(cu.expr("tl.constexpr")),
-        default=cst.Integer(str(GROUP_SIZE_M)),
-        equal=cst.AssignEqual(cst.SimpleWhitespace(" "), cst.SimpleWhitespace(" ")),
-        comma=last.comma,
-    )
-    params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    params.append(new)
-    return fn.with_changes(params=fn.params.with_changes(params=params))
-
-
 def _grid_tuple(launch: cu.Launch, bindings: cu.Bindings) -> tuple[cst.Tuple, cst.CSTNode] | None:
     """The grid's tuple and the node to replace (the tuple itself, inside a binding or a lambda)."""
     grid = launch.grid
@@ -164,7 +148,7 @@ def _plan_2d(kernel: cu.Kernel, launch: cu.Launch) -> list[tuple[cst.CSTNode, An
     stmts = _grouped(names, pid_m, pid_n, m, n, bm, bn, g) + [_pid_n_stmt(names, pid_n)]
     stmts[0] = stmts[0].with_changes(leading_lines=body[first].leading_lines)
     new_body = body[:first] + stmts + body[first + 1:second] + body[second + 1:]
-    new_fn = _add_param(kernel.node.with_changes(body=kernel.node.body.with_changes(body=new_body)), g)
+    new_fn = cu.append_constexpr(kernel.node.with_changes(body=kernel.node.body.with_changes(body=new_body)), g, str(GROUP_SIZE_M))
     # axes 0 and 1 became axis 0: a batch axis 2 is now axis 1
     later = [c for c in cu.walk(new_fn.body) if cu.is_call(c, "tl.program_id") and c not in ids]
     if any(cu.int_literal(cu.arg(c, "axis", 0)) is None for c in later):
@@ -237,7 +221,7 @@ def _plan_1d(kernel: cu.Kernel, launch: cu.Launch | None) -> list[tuple[cst.CSTN
             new_body.append(s)
     if i_n < i_m:
         return None
-    new_fn = _add_param(kernel.node.with_changes(body=kernel.node.body.with_changes(body=new_body)), g)
+    new_fn = cu.append_constexpr(kernel.node.with_changes(body=kernel.node.body.with_changes(body=new_body)), g, str(GROUP_SIZE_M))
     return [(kernel.node, new_fn)]
 
 
