@@ -536,10 +536,18 @@ class Executor:
         return ProfileOutcome(**self._base(response), profile=profile)
 
     def compile(
-        self, path: str, target: str | None = None, options: Mapping[str, Any] | None = None
+        self,
+        path: str,
+        target: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        cases: Sequence[int] | None = None,
     ) -> CompileOutcome:
-        """Ahead-of-time compile for `target` (default: the executor's); see runner.childlib.compile."""
+        """Ahead-of-time compile for `target` (default: the executor's) of the launches of the
+        input `cases` (default: case 0); see runner.childlib.compile."""
         response = self.run(
-            self._request("compile", path, target=target or self.target, options=dict(options or {}))
+            self._request(
+                "compile", path, target=target or self.target, options=dict(options or {}),
+                cases=list(cases) if cases else None,
+            )  # fmt: skip
         )
         return CompileOutcome(**self._base(response), result=response.result)

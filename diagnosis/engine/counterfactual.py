@@ -11,7 +11,7 @@ not.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from diagnosis.engine.evidence import ArtefactRef, Family, Finding, Severity, Tier, register_code
@@ -61,10 +61,12 @@ class Hypothesis:
     lines: tuple[int, ...] = ()  # lines of the uploaded file the effect should show on
     family: Family = Family.NONE
     tests: str = ""  # the finding code this hypothesis tests
+    case: int | None = None  # which specialization of the kernel (its launching case) is compared
 
     @property
     def key(self) -> tuple:
-        return (self.kernel, tuple(sorted((k, str(v)) for k, v in self.overrides.items())), self.expect)
+        overrides = tuple(sorted((k, str(v)) for k, v in self.overrides.items()))
+        return (self.kernel, overrides, self.expect, self.case)
 
     def describe(self) -> str:
         parts = []
@@ -94,6 +96,7 @@ class KernelFigures:
         hash=False, default_factory=dict
     )  # line -> cat -> widths
     ops: dict[int, dict[str, dict[str, int]]] = field(hash=False, default_factory=dict)
+    async_lines: dict[int, int] = field(hash=False, default_factory=dict)  # line -> cp.async/TMA instructions
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +129,7 @@ def figures(kernel: CompiledKernel, table: dict[int, LineStats] | None = None) -
         async_copies=total(CP_ASYNC, TMA),
         widths=widths,
         ops=ops,
+        async_lines={ln: n for ln, row in table.items() if (n := row.count(CP_ASYNC) + row.count(TMA))},
     )
 
 
@@ -146,6 +150,15 @@ def evaluate(h: Hypothesis, before: KernelFigures, after: KernelFigures) -> tupl
             for cat, what in ((GLOBAL_LOAD, "loads"), (GLOBAL_STORE, "stores")):
                 b = before.widths.get(ln, {}).get(cat)
                 a = after.widths.get(ln, {}).get(cat)
+                if b and not a and cat == GLOBAL_LOAD and after.async_lines.get(ln):
+                    # the line's loads left the registers' path: copied straight to shared
+                    # memory (cp.async is 4-16 bytes a thread, TMA a whole tile)
+                    changed = True
+                    said.append(
+                        f"the loads on line {ln} become {after.async_lines[ln]} async copies to shared "
+                        f"memory (cp.async/TMA; were {max(b)}-bit loads)"
+                    )
+                    continue
                 if not b or not a:
                     continue
                 if max(a) > max(b):
@@ -185,11 +198,11 @@ def evaluate(h: Hypothesis, before: KernelFigures, after: KernelFigures) -> tupl
 
 def run_counterfactual(h: Hypothesis, before: CompileResult, recompile: Recompile) -> Finding:
     """Compile `h` and compare with `before`; the finding says what changed (or that nothing did)."""
-    base = before.kernel(h.kernel)
+    base = before.kernel(h.kernel, h.case)
     if base is None:
         raise ValueError(f"no kernel {h.kernel!r} in the compile result")
     after_result = recompile(dict(h.overrides))
-    after = after_result.kernel(h.kernel)
+    after = after_result.kernel(h.kernel, h.case)
     args: dict[str, Any] = {
         "hypothesis": h.describe(),
         "overrides": dict(h.overrides),
@@ -209,7 +222,7 @@ def run_counterfactual(h: Hypothesis, before: CompileResult, recompile: Recompil
     same_file = not h.overrides.get("source")
     if not same_file:
         # Line numbers of another file do not match: compare the kernel as a whole.
-        h = Hypothesis(h.kernel, h.overrides, h.expect, (), h.family, h.tests)
+        h = replace(h, lines=())
     confirmed, effect = evaluate(h, fb, fa) if same_file or h.expect != VECTORIZE else _whole_kernel(fb, fa)
     args.update(
         effect=effect,

@@ -96,6 +96,9 @@ class CompiledKernel:
     error: str | None = None
     notes: tuple[str, ...] = ()
     applied: tuple[str, ...] = ()  # counterfactual overrides that reached this kernel
+    # the input case whose launch this is (a compile of several cases has one kernel per
+    # distinct specialization: the same name, other divisibility of its arguments)
+    case: int | None = None
 
     def arg(self, name: str) -> LaunchArg | None:
         return next((a for a in self.args if a.name == name), None)
@@ -114,6 +117,7 @@ class CompiledKernel:
             filename=str(d.get("filename") or ""),
             num_warps=int(d.get("num_warps") or launch.get("num_warps") or 4),
             num_stages=int(d.get("num_stages") or launch.get("num_stages") or 0),
+            case=launch.get("case") if isinstance(launch.get("case"), int) else None,
             grid=tuple((list(launch.get("grid") or [1, 1, 1]) + [1, 1, 1])[:3]),  # type: ignore[arg-type]
             args=tuple(LaunchArg.from_json(a) for a in launch.get("args") or []),
             stages={k: v for k, v in (d.get("stages") or {}).items() if isinstance(v, str)},
@@ -157,8 +161,11 @@ class CompileResult:
     total_s: float = 0.0
     module: str = ""
 
-    def kernel(self, name: str) -> CompiledKernel | None:
-        return next((k for k in self.kernels if k.name == name), None)
+    def kernel(self, name: str, case: int | None = None) -> CompiledKernel | None:
+        """The kernel `name`; with `case`, the specialization launched by that case if there is
+        one (else the first, as without)."""
+        named = [k for k in self.kernels if k.name == name]
+        return next((k for k in named if case is not None and k.case == case), named[0] if named else None)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CompileResult:

@@ -369,6 +369,9 @@ class NullObserver:
 # ModelNew and its kernels, never what it is judged against (the verify job takes Model and
 # the inputs from the parent, and the parent is a promoted candidate from the second win on).
 REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs", "get_input_cases", "get_verify_inputs")
+# tiers 2 and 3 also compile the case furthest below speed-of-light when its %SOL is under this
+# fraction of case 0's (`_Loop._compile_cases`)
+COMPILE_WORST_BELOW = 0.5
 
 
 def run_loop(
@@ -797,9 +800,10 @@ class _Loop:
         from diagnosis.engine.ir import CompileResult
 
         over = json.dumps(overrides or {}, sort_keys=True, default=str)
-        key = (parent.sha, f"dumps={dumps} overrides={over}")
+        cases = self._compile_cases(parent)
+        key = (parent.sha, f"dumps={dumps} overrides={over} cases={cases}")
         if key not in self.compile_cache and dumps is False and not overrides:
-            key_dumps = (parent.sha, f"dumps=True overrides={over}")
+            key_dumps = (parent.sha, f"dumps=True overrides={over} cases={cases}")
             if key_dumps in self.compile_cache:  # a compile with dumps serves one without
                 return self.compile_cache[key_dumps]
         if key in self.compile_cache:
@@ -810,7 +814,7 @@ class _Loop:
         options: dict[str, Any] = {"pass_dumps": dumps}
         if overrides:
             options["overrides"] = overrides
-        out = self.executor.compile(parent.path, self.config.target, options)
+        out = self.executor.compile(parent.path, self.config.target, options, cases=cases)
         if not out.ok or out.result is None:
             err = _TierUnavailable("the compile job failed: " + _error_text(out))
             self.compile_cache[key] = err
@@ -818,6 +822,21 @@ class _Loop:
         compiled = CompileResult.from_json(out.result)
         self.compile_cache[key] = compiled
         return compiled
+
+    def _compile_cases(self, parent: _Version) -> list[int] | None:
+        """The input cases whose launches tiers 2 and 3 compile: case 0, and the case furthest
+        below its speed-of-light when its %SOL is under half of case 0's (None: case 0 alone).
+        Why: a kernel specializes on its arguments' divisibility by 16, so a case with odd
+        strides compiles to other code; on the H200 (run of 3eb0c9c) 01_gemm's 3000x5000x2500
+        case ran at 11 %SOL against 65 % for 4096^3, with 16-bit loads and no cp.async
+        pipelining that a compile of case 0 alone never showed."""
+        prof = self.profile_cache.get(parent.sha)
+        profile = getattr(prof, "profile", None)
+        sols = {c.index: c.pct_sol for c in getattr(profile, "cases", ()) if c.pct_sol is not None}
+        if 0 not in sols or len(sols) < 2:
+            return None
+        worst = min(sols, key=lambda i: sols[i])
+        return [0, worst] if worst != 0 and sols[worst] < COMPILE_WORST_BELOW * sols[0] else None
 
     # -- proposing
 

@@ -410,6 +410,7 @@ def _explain_scalar(
                 (line,),
                 family,
                 VEC_BLOCKED.code,
+                kernel.case,
             )
         )
     return out, hyps
@@ -444,6 +445,7 @@ def _explain_pipeline(
                 tuple(load_lines),
                 Family.PIPELINING,
                 NOT_PIPELINED.code,
+                kernel.case,
             )
         )
     elif narrow:
@@ -572,7 +574,8 @@ def _explain_spills(kernel: CompiledKernel, finding: Finding) -> tuple[list[Find
             )
             hyps.append(
                 Hypothesis(
-                    kernel.name, {"num_warps": want}, NO_SPILLS, (), Family.LAUNCH_CONFIG, SPILL_CAUSE.code
+                    kernel.name, {"num_warps": want}, NO_SPILLS, (), Family.LAUNCH_CONFIG, SPILL_CAUSE.code,
+                    kernel.case,
                 )
             )
         if line:

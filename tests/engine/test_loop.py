@@ -124,6 +124,7 @@ class FakeTimingExecutor:
         self.device = device
         self.costs: list[JobCost] = []
         self.calls: list[tuple[str, str, str | None]] = []  # (job, module sha, candidate sha)
+        self.compiled_cases: list[list[int] | None] = []  # the cases each compile job was given
 
     def _record(self, job: str, path: str, candidate: str | None = None) -> None:
         self.costs.append(JobCost(job, self.device, JOB_S, True))
@@ -221,8 +222,9 @@ class FakeTimingExecutor:
         )
         return sol.fill_profile(profile)
 
-    def compile(self, path: str, target: str | None = None, options=None) -> CompileOutcome:
+    def compile(self, path: str, target: str | None = None, options=None, cases=None) -> CompileOutcome:
         self._record("compile", path)
+        self.compiled_cases.append(cases)
         return CompileOutcome(
             ok=True, result={"target": "sm_90", "backend": "cuda", "arch": "90", "kernels": []}
         )
@@ -750,3 +752,29 @@ def test_recorded_launch_sizes_go_to_the_case_of_the_same_kind_and_index() -> No
     ]
     out = loop_mod._with_launch_ints(shapes, checks)
     assert [c.ints("k") for c in out] == [{}, {"n": 9}, {"n": 3}]
+
+
+@pytest.mark.parametrize(
+    ("pct_sol", "expected"),
+    [
+        # 01_gemm on the H200 (run of 3eb0c9c): the 3000x5000x2500 case at 11.3 %SOL
+        pytest.param([64.8, 58.9, 57.5, 12.9, 11.3], [0, 4], id="an-odd-case-far-below-case-0"),
+        pytest.param([75.0, 74.0, 70.0, 72.0, 60.0], None, id="cases-alike"),
+        pytest.param([20.0, 60.0, 70.0], None, id="case-0-is-the-worst"),
+        pytest.param([64.8, None, 20.0], [0, 2], id="an-untimed-case-is-left-out"),
+        pytest.param([64.8], None, id="one-case"),
+    ],
+)
+def test_tiers_2_and_3_also_compile_the_case_furthest_below_sol(
+    tmp_path: Path, pct_sol: list[float | None], expected: list[int] | None
+) -> None:
+    from diagnosis.engine.loop import VersionStats, _Loop, _Version
+
+    loop = _Loop("x = 1\n", FakeTimingExecutor(), LoopConfig(device="cuda"), None, None, tmp_path)
+    (tmp_path / "k.py").write_text("x = 1\n")
+    version = _Version("x = 1\n", str(tmp_path / "k.py"), VersionStats(sha256="s"))
+    cases = tuple(ProfileCase(i, 1.0, 1.0, 0, 0, pct_sol=p) for i, p in enumerate(pct_sol))
+    loop.profile_cache["s"] = ProfileOutcome(ok=True, profile=ProfileResult(device=None, cases=cases))
+    assert loop._compile_cases(version) == expected
+    loop._compiled(version, dumps=True)
+    assert loop.executor.compiled_cases == [expected]

@@ -123,3 +123,30 @@ def test_mask_bound_blockers_filed_under_masking_get_the_same_copy() -> None:
     assert "    n_cols = n_cols // 4 * 4\n" in rw.source
     plain = Finding(code=h.code_for(Family.MASKING), severity=Severity.HIGH, args={"kernel": "softmax_kernel"})
     assert apply_family(Family.MASKING, SOFTMAX, with_findings(plain)) is None
+
+
+def test_no_aligned_copy_where_no_timed_case_could_take_it() -> None:
+    """01_gemm's blockers as tier 3 names them from its 3000 x 5000 x 2500 case: stride_am
+    (2500), K (2500), M (3000). No multiple-of-8 guard admits that case, and the other four
+    cases are divisible by 16 already, so a guarded copy would run where it changes nothing."""
+    import dataclasses
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "suite" / "01_gemm_fp16.py"
+    if not path.is_file():
+        pytest.skip("bench/suite is absent")
+    gemm = path.read_text()
+    finding = blocked("matmul_kernel", ("stride_am", "offset"), ("K", "mask"), ("M", "mask"))
+
+    def recorded(cases: tuple[CaseShape, ...]) -> tuple[CaseShape, ...]:
+        # what the baseline's verify job records: the strides the shapes alone do not give
+        return tuple(
+            dataclasses.replace(c, launch_ints=(("matmul_kernel", (("stride_am", c.shapes[0][1]),)),)) for c in cases
+        )
+
+    cases = recorded(h.cases_of(path))
+    assert aligned_copy(gemm, with_findings(finding, cases=cases)) is None
+    # without any case nothing says so, and the copy is proposed as before
+    assert aligned_copy(gemm, with_findings(finding)) is not None
+    # a 3000 x 5000 x 2504 case: K and its stride multiples of 8, not of 16, would take it
+    odd = tuple(dataclasses.replace(c, shapes=((3000, 2504), (2504, 5000))) if c.index == 4 else c for c in h.cases_of(path))
+    assert aligned_copy(gemm, with_findings(finding, cases=recorded(odd))) is not None

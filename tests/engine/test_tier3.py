@@ -185,3 +185,36 @@ def test_diff_tables_shows_the_counterfactual_per_line() -> None:
     diff = diff_tables(before, after)
     assert "cp_async" in diff[25] and diff[25]["cp_async"]["before"] == {}
     assert PIPELINE == "pipeline"
+
+
+SUITE = Path(__file__).resolve().parents[2] / "bench" / "suite"
+
+
+def test_a_two_case_compile_explains_the_odd_case_of_a_gemm() -> None:
+    """01_gemm's case 4 (3000 x 5000 x 2500: row strides not divisible by 16) compiles to 16-bit
+    loads with no cp.async; case 0 (4096^3) to a pipelined loop. Compiled together, tier 3
+    names the strides and its counterfactual recompile of case 4's kernel turns the loads
+    into async copies; the kernel of case 0 is never the one compared."""
+    from runner.childlib.compile import compile_job
+    from runner.protocol import JobRequest
+
+    module = SUITE / "01_gemm_fp16.py"
+    if not module.is_file():
+        pytest.skip("bench/suite is absent")
+
+    def build(overrides: dict[str, Any] | None = None, dumps: bool = True) -> CompileResult:
+        options: dict[str, Any] = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
+        job = JobRequest(job="compile", module=str(module), target="sm_90", cases=[0, 4], options=options)
+        return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
+
+    result = build()
+    assert [(k.name, k.case) for k in result.kernels] == [("matmul_kernel", 0), ("matmul_kernel", 4)]
+    assert result.kernel("matmul_kernel", 4) is result.kernels[1]
+    assert result.kernel("matmul_kernel") is result.kernels[0] and result.kernel("matmul_kernel", 7) is result.kernels[0]
+    out = run_tier3(result, module.read_text(), recompile=lambda o: build(o, dumps=False))
+    blocked = {f.lines[0]: f.message for f in findings(out, "CG_VECTORIZATION_BLOCKED")}
+    assert "`stride_am` (= 2500) is not divisible by 16" in blocked[43]
+    assert "`stride_bk` (= 5000) is not divisible by 16" in blocked[44]
+    confirmed = {f.lines[0]: f.message for f in findings(out, "CG_COUNTERFACTUAL")}
+    assert "the loads on line 43 become" in confirmed[43] and "async copies" in confirmed[43]
+    assert "the loads on line 44 become" in confirmed[44]
