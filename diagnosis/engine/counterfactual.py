@@ -3,7 +3,7 @@ its IR against the original, before any hardware run.
 
 A Hypothesis names the change (the `overrides` of a `compile` job: divisibility hints on
 named arguments, num_stages, num_warps, or an alternative source file) and what it is
-expected to fix. `run_counterfactual` calls the caller's `recompile(overrides)` and turns
+expected to fix. `run_counterfactual` calls the caller's `recompile(overrides, case=...)` and turns
 the per-line difference into a finding: confirmed (the expected effect shows in the IR) or
 not.
 """
@@ -45,7 +45,10 @@ NO_EFFECT = register_code(
     "Counterfactual recompile changes nothing that matters",
 )
 
-Recompile = Callable[[dict[str, Any]], CompileResult]
+# recompile(overrides, case=None): the compile job again with options.overrides; `case`, where
+# given, is the input case whose specialization the hypothesis compares (the caller may compile
+# that case alone)
+Recompile = Callable[..., CompileResult]
 
 # What a hypothesis is expected to change
 VECTORIZE, PIPELINE, NO_SPILLS, TENSOR_CORES = "vectorize", "pipeline", "no_spills", "tensor_cores"
@@ -201,7 +204,7 @@ def run_counterfactual(h: Hypothesis, before: CompileResult, recompile: Recompil
     base = before.kernel(h.kernel, h.case)
     if base is None:
         raise ValueError(f"no kernel {h.kernel!r} in the compile result")
-    after_result = recompile(dict(h.overrides))
+    after_result = recompile(dict(h.overrides), case=h.case)
     after = after_result.kernel(h.kernel, h.case)
     args: dict[str, Any] = {
         "hypothesis": h.describe(),

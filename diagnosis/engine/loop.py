@@ -785,8 +785,10 @@ class _Loop:
             compiled = self._compiled(parent, dumps=True)
             prior = [f for r in results if r.tier < Tier.COMPILER for f in r.findings]
 
-            def recompile(overrides: dict[str, Any]) -> Any:
-                return self._compiled(parent, dumps=False, overrides=overrides)
+            def recompile(overrides: dict[str, Any], case: int | None = None) -> Any:
+                # a counterfactual compares one specialization: compile only its case
+                cases = None if case is None or case == 0 else [case]
+                return self._compiled(parent, dumps=False, overrides=overrides, cases=cases)
 
             return run_tier3(compiled, parent.source, recompile=recompile, prior=prior)
         raise _TierUnavailable(f"unknown tier {tier!r}")
@@ -796,11 +798,15 @@ class _Loop:
         # job costs a process start, a torch import and the capture again, the dumps only text.
         return self.config.max_tier >= Tier.COMPILER
 
-    def _compiled(self, parent: _Version, *, dumps: bool, overrides: dict[str, Any] | None = None) -> Any:
+    def _compiled(
+        self, parent: _Version, *, dumps: bool, overrides: dict[str, Any] | None = None, cases: list[int] | None = None
+    ) -> Any:
+        """The compile job's result for `parent` (cached): of `cases`, by default the ones
+        `_compile_cases` picks."""
         from diagnosis.engine.ir import CompileResult
 
         over = json.dumps(overrides or {}, sort_keys=True, default=str)
-        cases = self._compile_cases(parent)
+        cases = cases or self._compile_cases(parent)
         key = (parent.sha, f"dumps={dumps} overrides={over} cases={cases}")
         if key not in self.compile_cache and dumps is False and not overrides:
             key_dumps = (parent.sha, f"dumps=True overrides={over} cases={cases}")

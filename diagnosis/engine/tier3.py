@@ -106,7 +106,7 @@ PASS_EFFECT = register_code(
     "What the passes did",
 )
 
-Recompile = Callable[[dict[str, Any]], CompileResult]
+Recompile = Callable[..., CompileResult]  # recompile(overrides, case=None): see counterfactual.Recompile
 _TENSOR_ANY = re.compile(r"tensor<((?:\d+x)+)([a-z]+\d*)")
 _REG_BUDGET = 128  # values per thread above which a kernel risks spilling (255 registers, plus temporaries)
 
@@ -122,7 +122,8 @@ def run_tier3(
 ) -> TierResult:
     """Explain the tier-2 problems of every kernel in `result` (compiled with pass_dumps=True).
 
-    `recompile(overrides)` runs the compile job again with options.overrides=overrides and
+    `recompile(overrides, case=None)` runs the compile job again with options.overrides=overrides
+    (for the specialization of input `case`, where given) and
     returns its CompileResult; without it no counterfactual runs and `explains` stays False.
     `extra` adds hypotheses of the caller's own (e.g. an alternative source file).
     """

@@ -40,7 +40,7 @@ def recompiled(name: str, key: str) -> CompileResult:
 
 
 def recompile_for(name: str):
-    return lambda overrides: recompiled(name, json.dumps(overrides, sort_keys=True))
+    return lambda overrides, case=None: recompiled(name, json.dumps(overrides, sort_keys=True))
 
 
 @functools.cache
@@ -211,7 +211,14 @@ def test_a_two_case_compile_explains_the_odd_case_of_a_gemm() -> None:
     assert [(k.name, k.case) for k in result.kernels] == [("matmul_kernel", 0), ("matmul_kernel", 4)]
     assert result.kernel("matmul_kernel", 4) is result.kernels[1]
     assert result.kernel("matmul_kernel") is result.kernels[0] and result.kernel("matmul_kernel", 7) is result.kernels[0]
-    out = run_tier3(result, module.read_text(), recompile=lambda o: build(o, dumps=False))
+    asked: list[int | None] = []
+
+    def recompile(overrides: dict[str, Any], case: int | None = None) -> CompileResult:
+        asked.append(case)
+        return build(overrides, dumps=False)
+
+    out = run_tier3(result, module.read_text(), recompile=recompile)
+    assert asked and set(asked) == {4}  # each counterfactual is of case 4's specialization
     blocked = {f.lines[0]: f.message for f in findings(out, "CG_VECTORIZATION_BLOCKED")}
     assert "`stride_am` (= 2500) is not divisible by 16" in blocked[43]
     assert "`stride_bk` (= 5000) is not divisible by 16" in blocked[44]
