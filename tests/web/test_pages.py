@@ -247,7 +247,8 @@ def test_the_review_page_shows_each_cases_noise_floor_and_timing_rounds(client, 
     assert proposal.verification["cases"][0]["rounds_ms"]["parent"] == [0.0347, 0.0348, 0.0352]
     client.force_login(reviewer)
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
-    assert "<th>Noise floor</th>" in page and "3.0 %" in page and "1.0 %" in page
+    assert ">Noise floor</th>" in page and "3.0 %" in page and "1.0 %" in page
+    assert "the wider relative spread of the parent's and the candidate's timing rounds" in page
     assert "<th>Rounds, ms (parent | candidate)</th>" in page
     assert "0.0347, 0.0348, 0.0352 | 0.0556, 0.0558, 0.0561" in page
 
