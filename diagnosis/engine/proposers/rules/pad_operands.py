@@ -82,37 +82,40 @@ def _aliases(tree: cst.Module, kernel: str) -> list[str]:
     return out
 
 
+def _on_tensor(node: cst.CSTNode | None, attr: str) -> str | None:
+    """`t` when `node` is `t.<attr>` for a plain name `t`."""
+    if isinstance(node, cst.Attribute) and node.attr.value == attr and isinstance(node.value, cst.Name):
+        return node.value.value
+    return None
+
+
+def _stride_of(e: cst.BaseExpression | None) -> tuple[str, int] | None:
+    """(t, i) when `e` is `t.stride(i)`."""
+    if isinstance(e, cst.Call) and (t := _on_tensor(e.func, "stride")) and len(e.args) == 1:
+        i = cu.int_literal(e.args[0].value)
+        return None if i is None else (t, i)
+    return None
+
+
 def _ranks(bound: dict[str, cst.BaseExpression]) -> dict[str, int]:
     """Tensor name -> rank, from the `t.stride(i)` arguments the launch passes (largest i + 1)."""
     ranks: dict[str, int] = {}
-    for e in bound.values():
-        if (
-            isinstance(e, cst.Call)
-            and isinstance(e.func, cst.Attribute)
-            and e.func.attr.value == "stride"
-            and isinstance(e.func.value, cst.Name)
-            and len(e.args) == 1
-            and (i := cu.int_literal(e.args[0].value)) is not None
-        ):
-            ranks[e.func.value.value] = max(ranks.get(e.func.value.value, 0), i + 1)
+    for t, i in filter(None, map(_stride_of, bound.values())):
+        ranks[t] = max(ranks.get(t, 0), i + 1)
     return ranks
 
 
 def _shape_dim(value: cst.BaseExpression, index: int | None, ranks: dict[str, int]) -> tuple[str, int] | None:
     """(tensor, position from the end) when `value` (or its element `index`) is one of `t.shape`."""
     if index is not None:  # `a, b = t.shape`: element `index` of a tuple unpacking
-        if isinstance(value, cst.Attribute) and value.attr.value == "shape" and isinstance(value.value, cst.Name):
-            return value.value.value, index
-        return None
+        t = _on_tensor(value, "shape")
+        return None if t is None else (t, index)
     if (
         isinstance(value, cst.Subscript)
-        and isinstance(value.value, cst.Attribute)
-        and value.value.attr.value == "shape"
-        and isinstance(value.value.value, cst.Name)
+        and (tensor := _on_tensor(value.value, "shape"))
         and len(value.slice) == 1
         and isinstance(value.slice[0].slice, cst.Index)
     ):
-        tensor = value.value.value.value
         node = value.slice[0].slice.value
         neg = isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
         i = cu.int_literal(node.expression if neg else node)  # type: ignore[attr-defined]
@@ -175,17 +178,9 @@ def _plan(kernel: cu.Kernel, launch: cu.Launch, blockers: list[str]) -> _Plan | 
     # padded tensor
     for a in blockers:
         e = bound.get(a)
-        if isinstance(e, cst.Name) and e.value in sizes:
-            continue
-        if (
-            isinstance(e, cst.Call)
-            and isinstance(e.func, cst.Attribute)
-            and e.func.attr.value == "stride"
-            and isinstance(e.func.value, cst.Name)
-            and e.func.value.value in tensors
-        ):
-            continue
-        return None
+        stride = _stride_of(e)
+        if not (isinstance(e, cst.Name) and e.value in sizes) and not (stride and stride[0] in tensors):
+            return None
     if not sizes or not outputs:
         return None
     return _Plan(launch, tensors, outputs, sizes)
