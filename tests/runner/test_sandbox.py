@@ -41,9 +41,12 @@ def test_the_wall_clock_kills_the_whole_process_group() -> None:
     assert response.error is not None and response.error.kind == "timeout"
     assert 3 <= response.wall_s < 15
     pid = int(re.search(r"GRANDCHILD_PID=(\d+)", response.stderr_tail).group(1))  # type: ignore[union-attr]
-    assert (
-        not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
-    )
+    # SIGKILL is delivered at once but a process takes a moment to exit: on a loaded CI machine
+    # the grandchild was seen still in state R (exiting) right after run_job returned
+    deadline = time.monotonic() + 5.0
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
 
 
 def test_the_cpu_time_limit_ends_a_busy_child() -> None:
