@@ -119,6 +119,14 @@ def test_padded_modules_are_correct_under_the_interpreter(tmp_path: Path) -> Non
     cases = {
         "gemm.py": ("01_gemm_fp16.py", "matmul_kernel", GEMM_BLOCKERS),
         "bmm.py": ("03_bmm_fp16.py", "bmm_kernel", ("stride_am", "K", "stride_bk", "N")),
+        # B given as (N, K): both of its dimensions are padded sizes
+        "gemm_bt.py": ("04_gemm_bt_fp16.py", "matmul_bt_kernel", ("stride_am", "K", "stride_bn", "N")),
+        # a weight and a bias vector, padded with the input
+        "linear.py": ("20_linear_bias_relu_fp16.py", "linear_bias_relu_kernel", ("stride_xm", "K", "stride_wn", "N")),
+        # a residual read in the epilogue at the output's offsets, padded like the output
+        "residual.py": ("22_gemm_scale_residual_fp16.py", "gemm_scale_residual_kernel", GEMM_BLOCKERS),
+        # the GEMM padded, the softmax kernel after it reading the copied-back output
+        "softmax.py": ("35_matmul_softmax_fp16.py", "matmul_kernel", GEMM_BLOCKERS),
     }
     paths = []
     for out, (name, kernel, args) in cases.items():
@@ -129,6 +137,7 @@ def test_padded_modules_are_correct_under_the_interpreter(tmp_path: Path) -> Non
     results = h.interp_check(paths, jobs=2)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
+        assert "_p16" in path.read_text()
 
 
 def test_the_padded_odd_case_compiles_to_async_copies_for_sm90() -> None:
