@@ -787,8 +787,7 @@ class _Loop:
 
             def recompile(overrides: dict[str, Any], case: int | None = None) -> Any:
                 # a counterfactual compares one specialization: compile only its case
-                cases = None if case is None or case == 0 else [case]
-                return self._compiled(parent, dumps=False, overrides=overrides, cases=cases)
+                return self._compiled(parent, dumps=False, overrides=overrides, cases=None if case is None else [case])
 
             return run_tier3(compiled, parent.source, recompile=recompile, prior=prior)
         raise _TierUnavailable(f"unknown tier {tier!r}")

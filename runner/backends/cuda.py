@@ -28,7 +28,8 @@ the slack, as do_bench's do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import statistics
+from collections.abc import Callable
 from typing import Any
 
 from runner.errors import DeviceUnavailable
@@ -37,15 +38,6 @@ FLUSH_BYTES = 256 * 2**20  # larger than any current L2 (H200: 60 MB)
 SLACK_US = 250.0  # GPU-side sleep before each timed call (module docstring)
 SLEEP_CYCLES_PER_US = 2000
 ESTIMATE_CALLS = 5
-
-
-def median(values: Iterable[float]) -> float:
-    """The middle value (the mean of the two middle ones for an even count)."""
-    data = sorted(values)
-    if not data:
-        raise ValueError("median of no values")
-    mid = len(data) // 2
-    return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2.0
 
 
 class CudaBackend:
@@ -101,7 +93,7 @@ class CudaBackend:
             fn()
             ends[i].record()
         sync()
-        return median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
     def _flush_buffer(self) -> Any:
         import torch

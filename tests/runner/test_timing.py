@@ -103,19 +103,3 @@ def test_agreeing_rounds_are_not_re_timed() -> None:
 def test_the_child_settles_on_the_spread_the_verdict_uses(values: list[float]) -> None:
     assert max(MIN_NOISE_FLOOR, spread(values)) == pytest.approx(noise_floor(values))
 
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [([3.0], 3.0), ([5.0, 1.0, 3.0], 3.0), ([4.0, 1.0, 3.0, 2.0], 2.5), ((x for x in (2.0, 2.0)), 2.0)],
-)
-def test_the_cuda_backends_median(values: Any, expected: float) -> None:
-    from runner.backends.cuda import median
-
-    assert median(values) == expected
-
-
-def test_the_median_of_nothing_is_an_error() -> None:
-    from runner.backends.cuda import median
-
-    with pytest.raises(ValueError, match="no values"):
-        median([])

@@ -157,8 +157,6 @@ class _DenseRows:
 
     row: str  # R: bound once to tl.program_id(...), so >= 0
     cols: str  # K: bound once to tl.arange(0, ...), so >= 0
-    stride: str  # S: C's parameter
-    divisor: str  # D: P's parameter
     guard: str  # the launch's test that S == D: `e.stride(0) == n_cols`
 
 
@@ -211,7 +209,7 @@ def _dense_rows(m: _Match, index: cst.BaseExpression, address: cst.BaseExpressio
     if n not in bc or divisor not in bp or stride not in bc or cu.code(bc[n]) != cu.code(bp[divisor]):
         return None
     guard = f"{cu.code(_atom(bc[stride]))} == {cu.code(_atom(bp[divisor]))}"
-    return _DenseRows(row, k.value, stride, divisor, guard)
+    return _DenseRows(row, k.value, guard)
 
 
 def _reader_loads(c: cu.Kernel, t_param: str) -> list[cst.Call] | None:
@@ -399,7 +397,8 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression], s
     return fn, new_params, flag
 
 
-def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
+def _fuse(source: str, inp: RuleInput) -> tuple[str, str, str] | None:
+    """(the new module, what was fused, the consumer kernel's name)."""
     tree = cu.parse(source)
     if tree is None:
         return None
@@ -421,7 +420,7 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
             f"; its row-broadcast index (offset // {m.p.kernel.name}'s divisor) is the row itself where "
             f"`{cu.code(new_params[flag])}` ({flag}), so the division is left to other calls"
         )
-    return new, step
+    return new, step, m.c.name
 
 
 @transform(Family.FUSION)
@@ -429,8 +428,7 @@ def fuse_elementwise_prologue(source: str, inp: RuleInput) -> Rewrite | None:
     done = _fuse(source, inp)
     if done is None:
         return None
-    new, step = done
-    kernel = step.split(" into the loads of ")[1].split(" ")[0].rstrip(";")
+    new, step, kernel = done
     return Rewrite(
         source=new,
         family=Family.FUSION,

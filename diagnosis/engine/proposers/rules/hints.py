@@ -82,8 +82,9 @@ def _blockers_from_cases(kernel: cu.Kernel, launch: cu.Launch, inp: RuleInput, d
 def _some_case_gains(kernel: cu.Kernel, launch: cu.Launch, inp: RuleInput, args: list[str], d: int) -> bool:
     """Whether some timed case would take the aligned copy and is not already specialized:
     every argument divisible by `d`, one of them not by 16 (an argument whose value the case
-    does not tell counts as both). True when no case is known. Why: a finding from a case whose strides are odd (2500 for 01_gemm's 3000 x 5000 x
-    2500, since tiers 2 and 3 compile the case furthest below speed-of-light) names arguments
+    does not tell counts as both). True when no case is known. Why: a finding from a case
+    whose strides are odd (2500 for 01_gemm's 3000 x 5000 x 2500, since tiers 2 and 3 compile
+    the case furthest below speed-of-light) names arguments
     no guard of multiples of `d` admits there, while the other cases are divisible by 16
     already: such a copy runs on no case it could speed up."""
     timed = [c for c in inp.context.cases if c.timed]
@@ -96,7 +97,9 @@ def _some_case_gains(kernel: cu.Kernel, launch: cu.Launch, inp: RuleInput, args:
     return False
 
 
-def _blockers(inp: RuleInput, kernel: cu.Kernel) -> list[str]:
+def blocking_args(inp: RuleInput, kernel: cu.Kernel) -> list[str]:
+    """The kernel's integer arguments that the findings name as blocking vectorization (as an
+    offset term or a mask bound)."""
     names: list[str] = []
     for f in inp.findings:
         if f.kernel and f.kernel != kernel.name:
@@ -129,7 +132,7 @@ def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, 
         return None
     launch = mine[0]
     d = _vector_elems(inp)
-    args = _blockers(inp, kernel) or _blockers_from_cases(kernel, launch, inp, d)
+    args = blocking_args(inp, kernel) or _blockers_from_cases(kernel, launch, inp, d)
     bound = launch.bound(kernel)
     if not args or any(a not in bound or not _simple(bound[a]) for a in args):
         return None
@@ -221,7 +224,7 @@ def aligned_copy_for_mask_bounds(source: str, inp: RuleInput) -> Rewrite | None:
     if tree is None:
         return None
     kernels = cu.find_kernels(tree)
-    if not any(_blockers(inp, k) for k in kernels.values() if inp.wants(k.name)):
+    if not any(blocking_args(inp, k) for k in kernels.values() if inp.wants(k.name)):
         return None
     rw = aligned_copy(source, inp)
     return None if rw is None else dataclasses.replace(rw, family=Family.MASKING)
@@ -267,7 +270,7 @@ def contiguity_hints(source: str, inp: RuleInput) -> Rewrite | None:
         # a finding that names arguments lacking divisibility says what blocks the access;
         # an always-true contiguity hint cannot change it (H200, ac4c78b: proposed for
         # 01-04's GEMMs on such findings, it measured 0.995-1.000x each time)
-        if not inp.wants(k.name) or _blockers(inp, k):
+        if not inp.wants(k.name) or blocking_args(inp, k):
             continue
         found = _offsets_statements(k)
         for st, name, block in found:

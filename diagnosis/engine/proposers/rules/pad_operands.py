@@ -39,7 +39,7 @@ import libcst as cst
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.proposers.rules.hints import _blockers
+from diagnosis.engine.proposers.rules.hints import blocking_args
 
 PAD = 16  # the divisibility Triton's JIT specializes integer arguments on
 
@@ -186,6 +186,19 @@ def _plan(kernel: cu.Kernel, launch: cu.Launch, blockers: list[str]) -> _Plan | 
     return _Plan(launch, tensors, outputs, sizes)
 
 
+def _plans(tree: cst.Module, kernel: cu.Kernel, blockers: list[str]) -> list[_Plan]:
+    """A plan for every launch of `kernel` (its autotuned aliases' too), or none at all."""
+    if not blockers:
+        return []
+    plans = []
+    for launch in cu.find_launches(tree, [kernel.name, *_aliases(tree, kernel.name)]):
+        plan = _plan(kernel, launch, blockers)
+        if plan is None:
+            return []
+        plans.append(plan)
+    return plans
+
+
 def _guarded(plan: _Plan, helper: str, fresh: dict[str, str]) -> cst.If:
     st = plan.launch.statement
     assert st is not None
@@ -226,21 +239,16 @@ def padded_operands(source: str, inp: RuleInput) -> Rewrite | None:
     for kernel in kernels.values():
         if not inp.wants(kernel.name) or not kernel.has_dot or cu.has_reductions(kernel):
             continue
-        blockers = _blockers(inp, kernel)
-        if not blockers:
-            continue
-        launches = cu.find_launches(tree, [kernel.name, *_aliases(tree, kernel.name)])
-        plans = [_plan(kernel, lc, blockers) for lc in launches]
-        if not plans or any(p is None for p in plans):
+        plans = _plans(tree, kernel, blocking_args(inp, kernel))
+        if not plans:
             continue
         helper = cu.fresh_name("pad16", taken)
         fresh: dict[str, str] = {}
         for p in plans:
-            assert p is not None
             for n in (*p.sizes, *p.tensors):
                 if n not in fresh:
                     fresh[n] = cu.fresh_name(f"{n}_p16", taken | set(fresh.values()))
-        edits = [(p.launch.statement, _guarded(p, helper, fresh)) for p in plans if p is not None]
+        edits = [(p.launch.statement, _guarded(p, helper, fresh)) for p in plans]
         new = cu.replace(tree, edits)
         # the helper goes right after the kernel's definition
         body = list(new.body)
@@ -251,7 +259,6 @@ def padded_operands(source: str, inp: RuleInput) -> Rewrite | None:
         ]
         body[at + 1:at + 1] = helper_def
         plan0 = plans[0]
-        assert plan0 is not None
         return Rewrite(
             source=new.with_changes(body=body).code,
             family=Family.HINTS,
