@@ -1,14 +1,19 @@
 """CUDA backend (NVIDIA, and AMD through ROCm's torch.cuda).
 
 Timing (`CudaBackend.time`) measures the device time of one call of `fn`, from CUDA events
-recorded on the stream before and after it, with the L2 cold: a 256 MB buffer is zeroed
-before every call, as `triton.testing.do_bench` does. A forward that launches several
+recorded on the stream before and after it, with the L2 cold and clean: a 256 MB buffer is
+read (summed) before every call. `triton.testing.do_bench` zeroes such a buffer instead, which
+leaves the L2 full of dirty lines that the timed kernel then writes back to HBM as its own
+accesses evict them: on the H200 of 2026-11-30 (bench/probe_flush.py) a read-only 134 MB row
+reduction timed 42.1 us after a zeroing flush and 34.4 us after a reading one (66 % and 81 %
+of HBM peak), a 134 MB copy 67.3 and 64.4 us; write-only fills were the same either way. The
+write-back is the flush's traffic, not the kernel's. A forward that launches several
 kernels is timed as a whole, which is what a user replaces. The median over the calls of a
 measurement is returned; the number of calls follows from a first estimate, so that one
 measurement takes about `rep_ms`.
 
 What the events measure depends on whether the GPU or the host is behind. do_bench relies on
-the flush kernel (about 85 us for 256 MB on an H200) to keep the GPU busy while the host
+its flush kernel (about 85 us for 256 MB on an H200) to keep the GPU busy while the host
 records the start event and enqueues `fn`: while the host needs less than that per call, the
 events bracket device work only and the host's per-call Python is hidden. Past that, the GPU
 waits for the host between the start event and the first kernel, and the host's time shows
@@ -55,6 +60,7 @@ class CudaBackend:
         self.device = f"cuda:{index}"
         torch.cuda.set_device(index)
         self._flush: Any = None
+        self._flush_sum: Any = None
         # SM cycles for SLACK_US at 2 GHz (the H200's highest clock is 1.98 GHz; a slower clock
         # sleeps longer, which only adds slack); 0 where torch has no _sleep
         self._sleep_cycles = int(SLACK_US * SLEEP_CYCLES_PER_US) if hasattr(torch.cuda, "_sleep") else 0
@@ -68,13 +74,13 @@ class CudaBackend:
         import torch
 
         sync = self.synchronize
-        flush = self._flush_buffer()
+        flush = self._flush_fn()
         fn()
         sync()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(ESTIMATE_CALLS):
-            flush.zero_()
+            flush()
             fn()
         end.record()
         sync()
@@ -87,7 +93,7 @@ class CudaBackend:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for i in range(n):
-            flush.zero_()
+            flush()
             self._sleep()
             starts[i].record()
             fn()
@@ -95,12 +101,18 @@ class CudaBackend:
         sync()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
-    def _flush_buffer(self) -> Any:
+    def _flush_fn(self) -> Callable[[], Any]:
+        """A call that leaves the L2 cold and clean: it reads FLUSH_BYTES (a sum into one
+        preallocated scalar), so every line the timed call finds in L2 is a clean line of the
+        flush buffer, evicted for free; dirty lines the previous call left are written back
+        during the flush, before the start event."""
         import torch
 
         if self._flush is None:
-            self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
-        return self._flush
+            self._flush = torch.zeros(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+            self._flush_sum = torch.zeros((), dtype=torch.int64, device=self.device)
+        buf, out = self._flush, self._flush_sum
+        return lambda: torch.sum(buf, dim=0, out=out)
 
     def _slack_ms(self) -> float:
         return SLACK_US / 1000.0 if self._sleep_cycles else 0.0
