@@ -3,7 +3,10 @@
 triton-ascend replaces the `triton` package, so this runs under its own interpreter
 (`KERNELOPT_PYTHON_NPU`, see runner.sandbox). Timing uses NPU events around each call with a
 256 MB buffer zeroed before it (the 910B's L2 is 192 MB), after a warm-up, and returns the
-median, mirroring `triton.testing.do_bench` on CUDA.
+median, mirroring `triton.testing.do_bench` on CUDA. The CUDA backend reads its flush buffer
+instead, because a zeroing flush left dirty lines in the H200's L2 that the timed kernel paid to
+write back (runner/backends/cuda.py); whether the 910B's L2 behaves alike is not known, so the
+zeroing flush stays here until it is measured on one.
 
 UNVERIFIED: nothing below the import check has run on an NPU in this project. Verified here
 (tests/runner): a missing or broken torch_npu gives `DeviceUnavailable` (job kind
