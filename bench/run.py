@@ -284,8 +284,27 @@ def run_in_subprocess(path: Path, args: argparse.Namespace, gpu: int | None, rem
                 "error": f"the operator's process exited with {proc.returncode} and wrote no result"}  # fmt: skip
 
 
+def longest_first(files: list[Path], previous: dict[str, Any]) -> list[Path]:
+    """`files` in the order to start them: by the wall seconds each operator took in a previous
+    result, longest first, those it does not list (cost unknown) before all. With --jobs N the
+    long operators then share the GPUs from the start and short ones fill the end, instead of one
+    long operator running alone at the end (in the fa716f3 run 36_conv1x1, started last in
+    file order, ran its last 50 s alone and 37 was left for a third call: 905 s over three
+    parts; replayed on its operators' walls, longest first in two parts takes 864 s)."""
+    walls = {
+        o["name"]: float(o["wall_s"])
+        for o in previous.get("operators", [])
+        if o.get("status") == "ok" and o.get("wall_s") is not None
+    }
+    return sorted(files, key=lambda f: (op_name(f) in walls, -walls.get(op_name(f), 0.0)))
+
+
 def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], list[str]]:
-    """Run every module (N at a time with --jobs N); returns records and the names not run."""
+    """Run every module (N at a time with --jobs N); returns records and the names not run,
+    in the order of `files` whatever order they ran in."""
+    order = [op_name(p) for p in files]
+    if getattr(args, "longest_first", None):
+        files = longest_first(files, json.loads(Path(args.longest_first).read_text()))
     start = time.monotonic()
     budget_end = start + args.time_budget if args.time_budget is not None else None
     records: dict[str, dict] = {}
@@ -304,7 +323,7 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
             rec = run_operator(path, args, deadline=budget_end)
             records[rec["name"]] = rec
             print(_one_line(rec), flush=True)
-        return [records[op_name(p)] for p in files if op_name(p) in records], not_run
+        return [records[n] for n in order if n in records], [n for n in order if n in not_run]
 
     gpus: queue.Queue[int | None] = queue.Queue()
     for i in range(args.jobs):
@@ -334,7 +353,6 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         list(pool.map(work, files))
-    order = [op_name(p) for p in files]
     return [records[n] for n in order if n in records], [n for n in order if n in not_run]
 
 
@@ -587,6 +605,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=1, help="operators at once, one GPU each")
     p.add_argument("--only", default=None, help="regex over module file names")
     p.add_argument("--time-budget", type=float, default=None, help="seconds; start no operator after that")
+    p.add_argument("--longest-first", default=None, metavar="JSON",
+                   help="start operators in order of their wall seconds in this earlier result, longest first")  # fmt: skip
     p.add_argument(
         "--op-budget", type=float, default=None, help="seconds per operator; no new round after that"
     )
@@ -659,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         "op_budget": args.op_budget,
         "job_timeout": args.job_timeout,
         "only": args.only,
+        "longest_first": args.longest_first,
         "commit": _commit(),
         "tree": source_tree(),
         "command": " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])]),

@@ -112,6 +112,36 @@ def test_the_time_budget_stops_starting_operators(two_modules: Path, tmp_path: P
     assert "Not run (time budget): 01_softmax, 02_vadd_unaligned" in (out / "RESULTS.md").read_text()
 
 
+def test_longest_first_starts_unknown_then_longest_operators() -> None:
+    files = [Path(f"/s/{n}.py") for n in ("01_a", "02_b", "03_c", "04_d", "05_e")]
+    previous = {"operators": [
+        {"name": "01_a", "status": "ok", "wall_s": 10.0},
+        {"name": "02_b", "status": "ok", "wall_s": 120.0},
+        {"name": "03_c", "status": "error", "wall_s": 300.0},  # failed: its wall says nothing
+        {"name": "05_e", "status": "ok", "wall_s": 45.5},
+    ]}  # fmt: skip
+    order = [f.stem for f in bench.longest_first(files, previous)]
+    assert order == ["03_c", "04_d", "02_b", "05_e", "01_a"]
+
+
+def test_longest_first_keeps_the_result_in_file_order(two_modules: Path, tmp_path: Path) -> None:
+    previous = tmp_path / "prev.json"
+    previous.write_text(json.dumps({"operators": [
+        {"name": "01_softmax", "status": "ok", "wall_s": 1.0},
+        {"name": "02_vadd_unaligned", "status": "ok", "wall_s": 9.0},
+    ]}))  # fmt: skip
+    files = bench.discover([str(two_modules)])
+    assert [f.stem for f in bench.longest_first(files, json.loads(previous.read_text()))] == [
+        "02_vadd_unaligned", "01_softmax"]  # fmt: skip
+    out = tmp_path / "results"
+    rc = bench.main([str(two_modules), "--device", "cpu", "--time-budget", "0", "--longest-first", str(previous),
+                     "--out", str(out), "--quiet"])  # fmt: skip
+    assert rc == 0
+    result = _result(out)
+    assert [o["name"] for o in result["operators"]] == ["01_softmax", "02_vadd_unaligned"]
+    assert result["meta"]["longest_first"] == str(previous)
+
+
 def _op(name: str, up: float | None, status: str = "ok", device_s: float = 10.0) -> dict:
     if status != "ok":
         return {"name": name, "status": status}
