@@ -30,6 +30,9 @@ CHAINS = [
     pytest.param((Family.HINTS,), id="hints"),
     pytest.param((Family.FUSION, Family.LAUNCH_CONFIG), id="fusion+launch_config"),
     pytest.param((Family.FUSION, Family.SINGLE_PASS), id="fusion+single_pass"),
+    # a second fusion on the first's result, as a later round proposes it (37: the fused
+    # element-wise pair, then its row broadcast into the row-mean kernel)
+    pytest.param((Family.FUSION, Family.FUSION), id="fusion+fusion"),
 ]
 
 
