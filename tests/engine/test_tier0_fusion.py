@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from diagnosis.engine.escalation import modest_gain
 from diagnosis.engine.evidence import Family, Severity
 from tests.engine import marks, primary, src, tier0
 
@@ -160,3 +161,38 @@ def test_it_counts_the_bytes_fusion_saves() -> None:
     assert finding.args["bound"] == 2.0
     assert finding.gain == 1.5
     assert len(finding.lines) == 2
+
+
+def test_a_reloaded_input_carries_the_bytes_one_read_saves() -> None:
+    """scale(x) and relu(x): 4 tensors moved (x twice, two outputs), 3 with x read once; the
+    finding is medium with that gain, so tier 0 can localize and explain it on its own (a
+    row-statistic kernel and the element-wise kernel that uses it read the input twice with
+    no full-size intermediate between them, the case FUSION's row broadcast removes)."""
+    source = src(FIX[-1].values[0])
+    (finding,) = [f for f in tier0(source).findings if f.code == "T0-SAME-INPUT-RELOADED"]
+    assert finding.severity is Severity.MEDIUM and finding.family is Family.FUSION
+    assert finding.kernel == "relu_kernel"
+    assert finding.gain == modest_gain(4 / 3)
+
+
+def test_the_row_mean_and_its_element_wise_consumer_explain_a_fusion_at_tier_0() -> None:
+    """37_mean_center_scale after its element-wise pair fused: no intermediate round-trips (the
+    row means are a reduction result), only x is read twice. Tier 0 must localize, narrow and
+    explain FUSION once LAUNCH_CONFIG's findings are set aside (a loop round whose
+    LAUNCH_CONFIG candidate gained nothing)."""
+    from pathlib import Path
+
+    from diagnosis.engine.proposers.rules import apply_family
+    from diagnosis.engine.tier0 import assess
+    from tests.engine.rules_cases import harness as h
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "suite" / "37_mean_center_scale_fp32.py"
+    if not path.is_file():
+        pytest.skip("bench/suite is absent")
+    fused = apply_family(Family.FUSION, path.read_text(), h.rule_input())
+    assert fused is not None
+    findings = tier0(fused.source).findings
+    codes = {f.code for f in findings}
+    assert "T0-SAME-INPUT-RELOADED" in codes and "T0-UNFUSED-LAUNCHES" not in codes
+    kept = [f for f in findings if f.family is not Family.LAUNCH_CONFIG]
+    assert assess(kept) == (True, True, True)

@@ -35,7 +35,8 @@ SAME_INPUT = register_code(
     "T0-SAME-INPUT-RELOADED",
     Tier.TRIAGE,
     Family.FUSION,
-    "the input {tensor} is loaded by {count} launches ({kernels}): a fused kernel would read it once",
+    "the input {tensor} is loaded by {count} launches ({kernels}): a fused kernel would read it once "
+    "(tensors of equal size assumed, gain halved)",
     "Same input loaded by several launches",
 )
 
@@ -241,13 +242,13 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
                 edges.append((producer, consumer))
                 intermediates |= shared
     small = set().union(*(launch.small for launch in launches))
+
+    def size(tokens: set[str]) -> int:
+        # Tensors of equal size, except reduction results, which are negligible.
+        return len(tokens - small)
+
+    total = sum(size(launch.reads) + size(launch.writes) for launch in launches)
     if edges and intermediates - small:
-
-        def size(tokens: set[str]) -> int:
-            # Tensors of equal size, except reduction results, which are negligible.
-            return len(tokens - small)
-
-        total = sum(size(launch.reads) + size(launch.writes) for launch in launches)
         produced = set().union(*(launch.writes for launch in launches))
         external = set().union(*(launch.reads for launch in launches)) - produced
         outputs = produced - intermediates
@@ -277,9 +278,11 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
     for token, users in readers.items():
         if len(users) < 2:
             continue
+        # read once instead of once per launch: the bytes moved, as for unfused launches
+        bound = total / max(1, total - (len(users) - 1)) if token not in small else 1.0
         yield Finding(
             SAME_INPUT.code,
-            Severity.LOW,
+            Severity.MEDIUM if bound > 1 else Severity.LOW,
             {
                 "tensor": token.removeprefix("input:"),
                 "count": len(users),
@@ -288,4 +291,5 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
             # The first later reader is the redundant load: it leads.
             lines=tuple(dict.fromkeys([u.line for u in users[1:]] + [users[0].line])),
             kernel=users[1].kernel,
+            gain=modest_gain(bound) if bound > 1 else None,
         )
