@@ -302,6 +302,19 @@ def body_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     return []
 
 
+def call_statement(block: cst.BaseSuite, call: cst.Call) -> cst.SimpleStatementLine | None:
+    """The top-level statement of `block` that is `call` alone, as an expression statement."""
+    for s in body_statements(block):
+        if (
+            isinstance(s, cst.SimpleStatementLine)
+            and len(s.body) == 1
+            and isinstance(s.body[0], cst.Expr)
+            and s.body[0].value is call
+        ):
+            return s
+    return None
+
+
 def simple_assigns(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
     """`name = value` pairs of a simple statement line, tuple unpacking of tuples included."""
     out: list[tuple[str, cst.BaseExpression]] = []

@@ -62,17 +62,7 @@ def _single_store(kernel: cu.Kernel) -> _Store | None:
     if len(stores) != 1 or kernel.atomics:
         return None
     call = stores[0]
-    statement = next(
-        (
-            s
-            for s in cu.body_statements(kernel.node.body)
-            if isinstance(s, cst.SimpleStatementLine)
-            and len(s.body) == 1
-            and isinstance(s.body[0], cst.Expr)
-            and s.body[0].value is call
-        ),
-        None,
-    )
+    statement = cu.call_statement(kernel.node.body, call)
     if statement is None:
         return None
     positional = [a for a in call.args if a.keyword is None]

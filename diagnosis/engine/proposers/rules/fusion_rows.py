@@ -77,17 +77,7 @@ def row_kernel(kernel: cu.Kernel) -> _Row | None:
     if len(stores) != 1:
         return None
     store = stores[0]
-    line = next(
-        (
-            s
-            for s in cu.body_statements(kernel.node.body)
-            if isinstance(s, cst.SimpleStatementLine)
-            and len(s.body) == 1
-            and isinstance(s.body[0], cst.Expr)
-            and s.body[0].value is store
-        ),
-        None,
-    )
+    line = cu.call_statement(kernel.node.body, store)
     ptr, value = cu.arg(store, "pointer", 0), cu.arg(store, "value", 1)
     if line is None or value is None or len(store.args) != 2 or any(a.keyword for a in store.args):
         return None
