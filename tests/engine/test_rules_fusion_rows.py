@@ -171,6 +171,10 @@ NOOP = [
         ABSMAX_SCALE.replace("BLOCK_SIZE=256)\n", "BLOCK_SIZE=256, num_warps=8)\n"),
         id="consumer-launch-option-it-cannot-carry",
     ),
+    pytest.param(
+        ABSMAX_SCALE.replace("(x, s, n_cols, x.stride(0), BLOCK=128)", "(x, s, n_cols, x.stride(0), 128)"),
+        id="row-kernel-constexpr-passed-by-position",
+    ),
 ]
 
 

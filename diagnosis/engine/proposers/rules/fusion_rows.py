@@ -147,6 +147,8 @@ def _match(r: _Row, c: Elementwise, lr: cu.Launch, lc: cu.Launch, body: list, wb
     grid = lr.grid
     if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
         return None
+    if len(lr.positional) > constexpr_at(r.kernel):  # C's parameters go before R's constexprs
+        return None
     br, bc = lr.bound(r.kernel), lc.bound(c.kernel)
     stat_expr = br.get(r.stat_param)
     if not isinstance(stat_expr, cst.Name):
