@@ -303,7 +303,7 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
     """Run every module (N at a time with --jobs N); returns records and the names not run,
     in the order of `files` whatever order they ran in."""
     order = [op_name(p) for p in files]
-    if getattr(args, "longest_first", None):
+    if args.longest_first:
         files = longest_first(files, json.loads(Path(args.longest_first).read_text()))
     start = time.monotonic()
     budget_end = start + args.time_budget if args.time_budget is not None else None

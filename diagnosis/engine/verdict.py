@@ -82,8 +82,6 @@ def case_floor(
     """A case's floor: the wider of the parent's and the candidate's spreads, at least `minimum`
     (the parent's alone where the candidate has one timing; the candidate's where there is no
     parent, as for a time job against eager)."""
-    if not parent_repeats:
-        return noise_floor(candidate_repeats, minimum)
     return max(noise_floor(parent_repeats, minimum), noise_floor(candidate_repeats, minimum))
 
 

@@ -59,8 +59,7 @@ class CudaBackend:
         self.index = index
         self.device = f"cuda:{index}"
         torch.cuda.set_device(index)
-        self._flush: Any = None
-        self._flush_sum: Any = None
+        self._flush: Callable[[], Any] | None = None
         # SM cycles for SLACK_US at 2 GHz (the H200's highest clock is 1.98 GHz; a slower clock
         # sleeps longer, which only adds slack); 0 where torch has no _sleep
         self._sleep_cycles = int(SLACK_US * SLEEP_CYCLES_PER_US) if hasattr(torch.cuda, "_sleep") else 0
@@ -109,10 +108,10 @@ class CudaBackend:
         import torch
 
         if self._flush is None:
-            self._flush = torch.zeros(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
-            self._flush_sum = torch.zeros((), dtype=torch.int64, device=self.device)
-        buf, out = self._flush, self._flush_sum
-        return lambda: torch.sum(buf, dim=0, out=out)
+            buf = torch.zeros(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+            out = torch.zeros((), dtype=torch.int64, device=self.device)
+            self._flush = lambda: torch.sum(buf, dim=0, out=out)
+        return self._flush
 
     def _slack_ms(self) -> float:
         return SLACK_US / 1000.0 if self._sleep_cycles else 0.0

@@ -279,7 +279,7 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
         if len(users) < 2:
             continue
         # read once instead of once per launch: the bytes moved, as for unfused launches
-        bound = total / max(1, total - (len(users) - 1)) if token not in small else 1.0
+        bound = total / max(1, total - (len(users) - 1))
         yield Finding(
             SAME_INPUT.code,
             Severity.MEDIUM if bound > 1 else Severity.LOW,

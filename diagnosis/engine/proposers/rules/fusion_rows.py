@@ -249,12 +249,8 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
         body=r.kernel.node.body.with_changes(body=[*body_r, loop]),
     )
     fn = cu.append_constexpr(fn, block, "1024")
-    new_params.append((block, m.lc.bound(c.kernel)[c.block] if c.block in bc else cu.expr("1024")))
+    new_params.append((block, bc.get(c.block, cu.expr("1024"))))
     return fn, new_params, name
-
-
-def _indent(lines: list[cst.BaseStatement]) -> cst.IndentedBlock:
-    return cst.IndentedBlock(body=lines)
 
 
 @transform(Family.FUSION)
@@ -279,8 +275,8 @@ def fuse_row_broadcast(source: str, inp: RuleInput) -> Rewrite | None:
     assert isinstance(guard, cst.If) and guard.orelse is not None
     strip = m.lr.statement.with_changes(leading_lines=[])
     guard = guard.with_changes(
-        body=_indent([cst.SimpleStatementLine([cst.Expr(call)])]),
-        orelse=guard.orelse.with_changes(body=_indent([strip, m.lc.statement.with_changes(leading_lines=[])])),
+        body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Expr(call)])]),
+        orelse=guard.orelse.with_changes(body=cst.IndentedBlock([strip, m.lc.statement.with_changes(leading_lines=[])])),
         leading_lines=m.lc.statement.leading_lines,
     )
     # the fused kernel goes right after C's definition; both originals stay for the guard's else
