@@ -648,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
             part.setdefault("meta", {}).setdefault("file", Path(f).name)
         result = merge(parts, names=list(args.merge))
         result["meta"]["label"] = result["meta"].get("label") or "merged"
+        name_commit(result["meta"])
         path, md = write_outputs(result, out_dir, results_md, notes)
         print(report.summary_table(result["summary"]))
         print(f"wrote {path} and {md}")
@@ -741,6 +742,41 @@ def source_tree(root: Path = ROOT) -> str | None:
         except (OSError, subprocess.SubprocessError):
             return None
     return proc.stdout.strip() or None
+
+
+def commit_of_tree(tree: str, root: Path = ROOT) -> str | None:
+    """The oldest commit (short hash) whose tree is `tree`, on any branch: the one that made
+    that code (later commits with the same tree changed nothing); None when no commit holds it."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "log", "--all", "--format=%h %T"],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = None
+    for line in proc.stdout.splitlines():  # newest first
+        short, _, commit_tree = line.partition(" ")
+        if commit_tree == tree:
+            found = short
+    return found
+
+
+def name_commit(meta: dict[str, Any], root: Path = ROOT) -> None:
+    """Set `meta["commit"]` from the tree id the run recorded, where a commit holds that tree.
+
+    A device call records the commit of its copy's .git (the session's base, `<base>-dirty`),
+    not the commit that holds the code it ran; the tree id names that code, and here, where the
+    commits are, it is looked up. The recorded value stays in `commit_recorded`."""
+    tree = meta.get("tree")
+    if not tree:
+        return
+    recorded = meta.get("commit")
+    found = commit_of_tree(tree, root)
+    if found is None:
+        meta["commit_note"] = f"no commit holds the measured tree {tree[:12]} (recorded: {recorded})"
+    elif recorded != found:
+        meta["commit_recorded"] = recorded
+        meta["commit"] = found
+        meta["commit_note"] = f"commit {found} holds the measured tree {tree[:12]} (recorded: {recorded})"
 
 
 if __name__ == "__main__":

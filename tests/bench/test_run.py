@@ -254,3 +254,38 @@ def test_merged_from_names_the_parts_as_given(tmp_path: Path) -> None:
     assert bench.merge([part_a, part_b])["meta"]["merged_from"] == [meta["file"]] * 2
     named = bench.merge([part_a, part_b], names=["parts/part-a.json", "parts/part-b.json"])
     assert named["meta"]["merged_from"] == ["parts/part-a.json", "parts/part-b.json"]
+
+
+def test_a_merge_names_the_commit_that_holds_the_measured_tree(tmp_path: Path) -> None:
+    """Device runs record their copy's base commit as `<base>-dirty`; the merge looks the
+    recorded tree id up among the commits and names the one that holds it."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "kernel.py").write_text("A = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    base = git("rev-parse", "--short=7", "HEAD")
+    (tmp_path / "kernel.py").write_text("A = 2\n")
+    measured = bench.source_tree(tmp_path)  # what a device call on this working tree records
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "the measured code")
+    holder = git("rev-parse", "--short=7", "HEAD")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later")
+
+    meta = {"commit": f"{base}-dirty", "tree": measured}
+    bench.name_commit(meta, tmp_path)
+    assert bench.commit_of_tree(measured, tmp_path) == holder
+    assert meta["commit"] == holder and meta["commit_recorded"] == f"{base}-dirty"
+    assert f"commit {holder} holds the measured tree {measured[:12]}" in meta["commit_note"]
+
+    unknown = {"commit": f"{base}-dirty", "tree": "f" * 40}
+    bench.name_commit(unknown, tmp_path)
+    assert unknown["commit"] == f"{base}-dirty" and "no commit holds" in unknown["commit_note"]
+    same = {"commit": holder, "tree": measured}
+    bench.name_commit(same, tmp_path)
+    assert same == {"commit": holder, "tree": measured}  # nothing to correct
