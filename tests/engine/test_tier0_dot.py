@@ -182,3 +182,54 @@ def test_the_3d_product_is_high_severity_with_a_tensor_core_gain() -> None:
     assert finding.severity is Severity.HIGH
     assert finding.family is Family.USE_DOT
     assert finding.gain == 2.5
+
+
+IEEE_CODES = {"T0-DOT-IEEE"}
+LAUNCH_WITH = """
+
+def launch(a, b, c):
+    mm[(8, 8)](a, b, c, 1024, 1024, 1024, BM=64, BN=64, BK=32{extra})
+"""
+
+IEEE_FIX = [
+    pytest.param(', input_precision="ieee"', "", "input_precision='ieee'", id="keyword"),
+    pytest.param(", acc, 'ieee'", "", "input_precision='ieee'", id="fourth-positional"),
+    pytest.param(", allow_tf32=False", "", "allow_tf32=False", id="legacy-allow-tf32-false"),
+    pytest.param(
+        ", input_precision=PREC", ', PREC="ieee"', "input_precision=PREC, which every launch sets to 'ieee'",
+        id="constexpr-set-at-launch",
+    ),
+]
+
+IEEE_NOOP = [
+    pytest.param(', input_precision="tf32"', "", id="tf32"),
+    pytest.param(', input_precision="tf32x3"', "", id="tf32x3"),
+    pytest.param(", allow_tf32=True", "", id="allow-tf32-true"),
+    pytest.param("", "", id="no-choice-is-the-low-finding"),
+    pytest.param(", input_precision=PREC", ', PREC="tf32"', id="constexpr-set-to-tf32"),
+]
+
+
+def _ieee_source(precision: str, extra: str) -> str:
+    gemm = DOT_GEMM.replace("  # <- T0-DOT-FP32-PRECISION", "")
+    if "PREC" in precision:
+        gemm = gemm.replace("BK: tl.constexpr):", "BK: tl.constexpr, PREC: tl.constexpr):")
+    if ", acc," in precision:
+        gemm = gemm.replace("acc += tl.dot(a, b{precision})", "acc = tl.dot(a, b{precision})")
+    return HEAD + gemm.format(precision=precision) + inputs("") + LAUNCH_WITH.format(extra=extra)
+
+
+@pytest.mark.parametrize(("precision", "extra", "spelling"), IEEE_FIX)
+def test_it_flags_fp32_dots_that_ask_for_ieee(precision: str, extra: str, spelling: str) -> None:
+    source = _ieee_source(precision, extra)
+    found = [f for f in tier0(source).findings if f.code in IEEE_CODES]
+    assert len(found) == 1
+    f = found[0]
+    assert f.family is Family.DOT_PRECISION and f.severity is Severity.MEDIUM and f.gain == 2.5
+    assert f.args["spelling"] == spelling
+    assert f.lines == (source.splitlines().index(next(ln for ln in source.splitlines() if "tl.dot(" in ln)) + 1,)
+
+
+@pytest.mark.parametrize(("precision", "extra"), IEEE_NOOP)
+def test_it_leaves_other_precisions_to_other_findings(precision: str, extra: str) -> None:
+    assert [f for f in tier0(_ieee_source(precision, extra)).findings if f.code in IEEE_CODES] == []

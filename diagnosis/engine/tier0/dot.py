@@ -38,6 +38,47 @@ DOT_FP32 = register_code(
     "fp32 tl.dot without a precision choice",
 )
 
+DOT_IEEE = register_code(
+    "T0-DOT-IEEE",
+    Tier.TRIAGE,
+    Family.DOT_PRECISION,
+    "{kernel} calls tl.dot with {spelling}: no tensor-core instruction takes fp32 operands at ieee "
+    "precision, so the dot runs as FMA loops; tf32 runs on the tensor cores with fp32 accumulation "
+    "(tensor-core peak is 4-8x the FMA peak, gain halved from 4x)",
+    "fp32 tl.dot at ieee precision",
+)
+
+
+def _ieee_spelling(ctx: KernelContext, call: ast.Call) -> str | None:
+    """How the dot asks for ieee precision, or None when it does not (or cannot be told)."""
+    for kw in call.keywords:
+        if kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+            return "allow_tf32=False"
+    precision = call_arg(call, 3, "input_precision")
+    if isinstance(precision, ast.Constant) and precision.value == "ieee":
+        return "input_precision='ieee'"
+    if isinstance(precision, ast.Name) and precision.id in ctx.constexprs:
+        values = ctx.constexpr_values(precision.id)
+        if values and all(v.value == "ieee" for v, _ in values):
+            return f"input_precision={precision.id}, which every launch sets to 'ieee'"
+    return None
+
+
+@rule(DOT_IEEE.code)
+def dot_ieee(ctx: KernelContext) -> Iterator[Finding]:
+    for call in ctx.tl_calls("dot"):
+        spelling = _ieee_spelling(ctx, call)
+        if spelling is None:
+            continue
+        yield Finding(
+            DOT_IEEE.code,
+            Severity.MEDIUM,
+            {"kernel": ctx.name, "spelling": spelling},
+            lines=(call.lineno,),
+            kernel=ctx.name,
+            gain=modest_gain(TENSOR_CORE_BOUND),
+        )
+
 
 def _product(ctx: KernelContext, node: ast.expr) -> ast.BinOp | None:
     """The multiplication a reduction reduces, looking through one local name."""
