@@ -511,7 +511,10 @@ def render_results_md(result: dict[str, Any], json_name: str, notes: str = "") -
         + (f" matching `{meta['only']}`" if meta.get("only") else "")
         + (f", at most {meta['op_budget']:.0f} s per operator" if meta.get("op_budget") else "")
         + (f", code tree `{meta['tree'][:12]}`" if meta.get("tree") else "")
+        + (f" (commit `{meta['commit']}`)" if meta.get("tree") and meta.get("commit") else "")
         + (f", code trees {', '.join(f'`{t[:12]}`' for t in meta['trees'])} (mixed)" if meta.get("trees") else "")
+        + (f"; runner wall {meta['wall_s']:.1f} s" if meta.get("wall_s") else "")
+        + (f" over {len(meta['commands'])} calls" if len(meta.get("commands") or ()) > 1 else "")
         + ".",
         "",
         (

@@ -181,6 +181,12 @@ def test_merge_combines_partial_results(tmp_path: Path) -> None:
     assert merged["meta"]["op_budget"] == 110.0
     text = md.read_text()
     assert "| 03_c | ok | 8.00x |" in text and "matching" not in text
+    assert "; runner wall 200.0 s." in text  # the parts' runner walls summed: the suite's time
+    both = bench.build_result([_op("01_a", 2.0)], [], {**meta, "tree": "c" * 40, "commit": "abc1234",
+                                                      "commands": ["run a", "run b"]})  # fmt: skip
+    assert "code tree `cccccccccccc` (commit `abc1234`); runner wall 100.0 s over 2 calls." in (
+        bench.render_results_md(both, "x.json")
+    )
 
 
 def test_merge_puts_the_notes_after_the_summary_and_names_the_json_it_wrote(tmp_path: Path) -> None:
