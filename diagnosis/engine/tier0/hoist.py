@@ -58,7 +58,7 @@ def _invariant(ctx: KernelContext, node: ast.AST, assigned: set[str], seen: froz
     """`node` reads nothing the loop varies: names bound outside it, or bound once inside it to an
     invariant expression (`bp = b_ptr + cols` in the body); calls only pure tl functions or loads."""
     for sub in ast.walk(node):
-        if sub is not node and isinstance(sub, ast.Call) and ctx.tl_name(sub) not in _PURE | {"load"}:
+        if sub is not node and isinstance(sub, ast.Call) and ctx.tl_name(sub) not in PURE_TL_FUNCTIONS | {"load"}:
             return False
         if isinstance(sub, ast.Name) and sub.id in assigned:
             defs = ctx.defs.get(sub.id, ())
@@ -69,8 +69,9 @@ def _invariant(ctx: KernelContext, node: ast.AST, assigned: set[str], seen: froz
     return True
 
 
-# tl calls that read no memory and depend only on their arguments
-_PURE = frozenset(
+# tl functions that read no memory and depend only on their arguments (the HOIST rule moves
+# statements made of these and loads)
+PURE_TL_FUNCTIONS = frozenset(
     {
         "arange", "zeros", "full", "where", "minimum", "maximum", "multiple_of", "max_contiguous",
         "broadcast_to", "reshape", "expand_dims", "cdiv", "program_id", "num_programs", "abs",

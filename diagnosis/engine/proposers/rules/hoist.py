@@ -32,15 +32,9 @@ import libcst as cst
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.tier0.hoist import PURE_TL_FUNCTIONS
 
-# tl calls that read no memory and depend only on their arguments
-PURE = frozenset(
-    f"tl.{n}"
-    for n in (
-        "arange", "zeros", "full", "where", "minimum", "maximum", "multiple_of", "max_contiguous",
-        "broadcast_to", "reshape", "expand_dims", "cdiv", "program_id", "num_programs", "abs",
-    )
-)
+PURE = frozenset(f"tl.{name}" for name in PURE_TL_FUNCTIONS)
 _ATOMIC_PREFIX = "tl.atomic_"
 
 
