@@ -203,3 +203,40 @@ def test_fused_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None
     results = h.interp_check(paths, jobs=2)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
+
+
+ROW_INDEX_MATH = [
+    pytest.param("w = tl.load(w_ptr + offs % d, mask=m)", "w = tl.load(w_ptr + cols, mask=m)", id="masked-column-load"),
+    pytest.param("w = tl.load(w_ptr + offs % d)", "w = tl.load(w_ptr + offs % d)", id="unmasked-load-keeps-the-modulo"),
+    pytest.param(
+        "w = tl.load(w_ptr + offs % d, mask=other_mask)", "w = tl.load(w_ptr + offs % d, mask=other_mask)",
+        id="another-mask-keeps-the-modulo",
+    ),
+    pytest.param("c = (offs % d).to(tl.float32)", "c = cols.to(tl.float32)", id="value-use"),
+    pytest.param(
+        "v = tl.load(v_ptr + offs // d, mask=m)", "v = tl.load(v_ptr + (row + 0 * cols), mask=m)",
+        id="row-index-of-another-per-row-tensor",
+    ),
+    pytest.param("c = offs % e", "c = offs % e", id="another-divisor"),
+    pytest.param("c = (offs + 1) % d", "c = (offs + 1) % d", id="another-dividend"),
+]
+
+
+@pytest.mark.parametrize(("before", "after"), ROW_INDEX_MATH)
+def test_row_and_column_index_math_uses_row_and_cols(before: str, after: str) -> None:
+    from diagnosis.engine.proposers.rules import cst_util as cu
+    from diagnosis.engine.proposers.rules.fusion_rows import _row_index_math
+
+    out = _row_index_math(cu.stmt(before), "offs", "d", "m", "row", "cols")
+    assert cu.code(out).strip() == after
+
+
+@pytest.mark.skipif(not MEAN_CENTER, reason="bench/suite not present")
+def test_the_fused_mean_center_reads_its_scale_by_column_without_a_modulo() -> None:
+    first = apply_family(Family.FUSION, MEAN_CENTER, h.rule_input())
+    assert first is not None
+    rw = fuse_row_broadcast(first.source, h.rule_input())
+    assert rw is not None
+    loop = rw.source.split("row by row")[1].split("\n\n")[0]
+    assert "%" not in loop and "//" not in loop
+    assert "tl.load(scale_ptr + cols" in loop

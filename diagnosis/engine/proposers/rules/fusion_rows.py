@@ -12,7 +12,8 @@ allocated, read by neither launch; the statements between the launches only allo
 The fused kernel is R with its store kept (`_stat = V.to(S.dtype.element_ty)` first) and, after
 R's body, C's body in a loop over the row's columns in C's blocks:
 `offs = row * D + cols`, `mask = cols < D`, every `tl.load(Q + offs // D, ...)` replaced by
-`_stat`. The launch goes where C's was, under a guard that the flat size is whole rows,
+`_stat`, and C's other row and column index math on `offs` by `row` and `cols` (no integer
+division per element; `_row_index_math` says when that is exact). The launch goes where C's was, under a guard that the flat size is whole rows,
 `if n == G * D:`; otherwise R and C run as before. The mean-centring and normalising steps of a
 first conversion written one PyTorch op per kernel are the usual case: the row is read by R and,
 right after, by C in the same program, from L2 instead of from HBM.
@@ -231,7 +232,8 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
         if s in c.defs:
             continue
         s = cu.replace_in(s, load_edits)
-        inner.append(cu.subst_names(s, lambda n: cst.Name(rename[n.value]) if n.value in rename else None))
+        s = cu.subst_names(s, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
+        inner.append(_row_index_math(s, rename[c.offs], d, rename[c.mask], r.row, cols))
     loop = cst.parse_statement(f"for {start} in range(0, {d}, {block}):\n    pass\n")
     assert isinstance(loop, cst.For)
     loop = loop.with_changes(
@@ -251,6 +253,36 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
     fn = cu.append_constexpr(fn, block, "1024")
     new_params.append((block, bc.get(c.block, cu.expr("1024"))))
     return fn, new_params, name
+
+
+def _row_index_math(stmt: cst.BaseStatement, offs: str, d: str, mask: str, row: str, cols: str) -> Any:
+    """`offs // d` -> `(row + 0 * cols)` and `offs % d` -> `cols` in one of C's statements, where
+    `offs = row * d + cols` and `0 <= cols`: exact on every lane with `cols < d` (the mask), and
+    no integer division per element. A masked-off lane (cols >= d in the row's last block) gets
+    other values; C has no reductions (fusion.py) and stores under the mask, so they reach memory
+    only through an address: `%` is replaced only where every load or store whose address holds
+    it is masked by `mask` (`offs % d` is in bounds on any lane, `cols` is not)."""
+    div = [n for n in cu.walk(stmt) if _is_index_op(n, offs, d, cst.FloorDivide)]
+    mod = [n for n in cu.walk(stmt) if _is_index_op(n, offs, d, cst.Modulo)]
+    for call in (n for n in cu.walk(stmt) if cu.is_call(n, "tl.load", "tl.store")):
+        ptr = cu.arg(call, "pointer", 0)
+        m = cu.arg(call, "mask", 2 if cu.call_name(call) == "tl.store" else 1)
+        in_ptr = {id(n) for n in cu.walk(ptr)} if ptr is not None else set()
+        if any(id(x) in in_ptr for x in mod) and not (isinstance(m, cst.Name) and m.value == mask):
+            mod = []
+            break
+    edits = [(x, cu.expr(f"({row} + 0 * {cols})")) for x in div] + [(x, cst.Name(cols)) for x in mod]
+    return cu.replace_in(stmt, edits) if edits else stmt
+
+
+def _is_index_op(node: cst.CSTNode, offs: str, d: str, op: type) -> bool:
+    return (
+        isinstance(node, cst.BinaryOperation)
+        and isinstance(node.operator, op)
+        and cu.code(node.left) == offs
+        and isinstance(node.right, cst.Name)
+        and node.right.value == d
+    )
 
 
 @transform(Family.FUSION)
