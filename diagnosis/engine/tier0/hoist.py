@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from diagnosis.engine.escalation import modest_gain
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, register_code
@@ -35,23 +36,13 @@ INVARIANT_LOAD = register_code(
 
 def assigned_in(loop: ast.For | ast.While) -> set[str]:
     """Names (re)bound anywhere inside the loop, its own target included."""
-    out: set[str] = set()
-    targets: list[ast.AST] = [loop.target] if isinstance(loop, ast.For) else []
-    for node in ast.walk(loop):
+    targets: list[ast.AST] = []
+    for node in ast.walk(loop):  # the loop itself first
         if isinstance(node, ast.Assign):
             targets.extend(node.targets)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For):
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For | ast.NamedExpr):
             targets.append(node.target)
-        elif isinstance(node, ast.NamedExpr):
-            targets.append(node.target)
-    for t in targets:
-        out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return out
-
-
-def _innermost_loop(ctx: KernelContext, node: ast.AST) -> ast.For | ast.While | None:
-    loops = ctx.enclosing_loops(node)
-    return loops[0] if loops else None
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def _invariant(ctx: KernelContext, node: ast.AST, assigned: set[str], seen: frozenset[str] = frozenset()) -> bool:
@@ -79,21 +70,40 @@ PURE_TL_FUNCTIONS = frozenset(
 )
 
 
+@dataclass
+class _Loop:
+    """What the rule reads about one storing loop, once for all its loads."""
+
+    writes: list[ast.Call]
+    loads: list[ast.Call]
+    assigned: set[str]
+    invariant: int  # loads whose address does not change across iterations
+
+
+def _storing_loop(ctx: KernelContext, loop: ast.For) -> _Loop | None:
+    inside = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
+    writes = [n for n in inside if ctx.tl_name(n) in ("store", *ATOMICS)]
+    if not writes:
+        return None  # the compiler hoists its loads (module docstring)
+    loads = [n for n in inside if ctx.tl_name(n) == "load"]
+    assigned = assigned_in(loop)
+    return _Loop(writes, loads, assigned, sum(1 for n in loads if _invariant(ctx, n, assigned)))
+
+
 @rule(INVARIANT_LOAD.code)
 def invariant_load_in_storing_loop(ctx: KernelContext) -> Iterator[Finding]:
+    loops: dict[int, _Loop | None] = {}
     for call in ctx.tl_calls("load"):
-        loop = _innermost_loop(ctx, call)
+        enclosing = ctx.enclosing_loops(call)
+        loop = enclosing[0] if enclosing else None
         if not isinstance(loop, ast.For):
             continue
-        inside = [n for n in ast.walk(loop) if isinstance(n, ast.Call)]
-        writes = [n for n in inside if ctx.tl_name(n) in ("store", *ATOMICS)]
-        if not writes:
-            continue  # the compiler hoists it (module docstring)
-        assigned = assigned_in(loop)
-        if not _invariant(ctx, call, assigned):
+        if id(loop) not in loops:
+            loops[id(loop)] = _storing_loop(ctx, loop)
+        info = loops[id(loop)]
+        if info is None or not _invariant(ctx, call, info.assigned):
             continue
-        loads = [n for n in inside if ctx.tl_name(n) == "load"]
-        invariant = [n for n in loads if _invariant(ctx, n, assigned)]
+        writes, loads = info.writes, info.loads
         stored = sorted({ast.unparse(call_arg(w, 0, "pointer") or w) for w in writes})
         ptr = call_arg(call, 0, "pointer")
         yield Finding(
@@ -107,12 +117,12 @@ def invariant_load_in_storing_loop(ctx: KernelContext) -> Iterator[Finding]:
                 "load": f"tl.load({ast.unparse(ptr) if ptr is not None else '...'})",
                 "loop_line": loop.lineno,
                 "stores": ", ".join(stored[:3]),
-                "invariant": len(invariant),
+                "invariant": info.invariant,
                 "total": len(loads),
             },
             lines=(call.lineno, loop.lineno),
             kernel=ctx.name,
             # memory instructions per iteration before / after, halved: the reloads usually hit
             # L1/L2, so they cost issue slots and latency more than bandwidth
-            gain=modest_gain((len(loads) + len(writes)) / (len(loads) + len(writes) - len(invariant))),
+            gain=modest_gain((len(loads) + len(writes)) / (len(loads) + len(writes) - info.invariant)),
         )

@@ -902,17 +902,29 @@ def depends_on_block(nodes: list[cst.CSTNode], names: dict[str, str], tuned: dic
     return False
 
 
-def module_ints(tree: cst.Module) -> dict[str, int]:
-    """Module-level names bound once to an int literal (`NUM_STAGES = 1`)."""
-    out: dict[str, int] = {}
+def module_constants(tree: cst.Module, read: Callable[[cst.BaseExpression], Any]) -> dict[str, Any]:
+    """Module-level names bound once to a literal that `read` gives a value for (not None)."""
+    out: dict[str, Any] = {}
     counts: dict[str, int] = {}
     for st in tree.body:
         for name, value in simple_assigns(st):
             counts[name] = counts.get(name, 0) + 1
-            v = int_literal(value)
+            v = read(value)
             if v is not None:
                 out[name] = v
     return {k: v for k, v in out.items() if counts[k] == 1}
+
+
+def module_ints(tree: cst.Module) -> dict[str, int]:
+    """Module-level names bound once to an int literal (`NUM_STAGES = 1`)."""
+    return module_constants(tree, int_literal)
+
+
+def operand(node: cst.BaseExpression) -> str:
+    """`node`'s source, parenthesized unless it is an atom (name, attribute, call, subscript,
+    integer), to be placed beside a binary operator."""
+    text = code(node)
+    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
 
 
 def make_decorator(text: str) -> cst.Decorator:

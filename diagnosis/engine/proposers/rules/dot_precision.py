@@ -51,21 +51,8 @@ def _tf32_like(node: cst.SimpleString) -> cst.SimpleString:
     return cst.SimpleString(f"{node.prefix}{quote}{TF32}{quote}")
 
 
-def module_strings(tree: cst.Module) -> dict[str, str]:
-    """Module-level names bound once to a string literal (`PRECISION = "ieee"`)."""
-    out: dict[str, str] = {}
-    counts: dict[str, int] = {}
-    for st in tree.body:
-        for name, value in cu.simple_assigns(st):
-            counts[name] = counts.get(name, 0) + 1
-            s = _string(value)
-            if s is not None:
-                out[name] = s
-    return {k: v for k, v in out.items() if counts[k] == 1}
-
-
 def _resolve(node: cst.BaseExpression, bindings: cu.Bindings | None, strings: dict[str, str]) -> str | None:
-    """A string literal, or a local or module-level name bound once to one."""
+    """A string literal, or a local or module-level name bound once to one (`strings`)."""
     s = _string(node)
     if s is not None or not isinstance(node, cst.Name):
         return s
@@ -123,7 +110,7 @@ def tf32_for_ieee_dots(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
     if tree is None:
         return None
-    strings = module_strings(tree)
+    strings = cu.module_constants(tree, _string)
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
     edits: dict[int, tuple[cst.CSTNode, Any]] = {}

@@ -156,15 +156,10 @@ def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, 
     return {"kernel": kernel, "launch": launch, "args": args, "d": d, "fn": fn, "new_name": new_name}
 
 
-def _operand(node: cst.BaseExpression) -> str:
-    text = cu.code(node)
-    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
-
-
 def _guard(plan: dict) -> cst.If:
     launch: cu.Launch = plan["launch"]
     bound = launch.bound(plan["kernel"])
-    cond = " and ".join(f"{_operand(bound[a])} % {plan['d']} == 0" for a in plan["args"])
+    cond = " and ".join(f"{cu.operand(bound[a])} % {plan['d']} == 0" for a in plan["args"])
     sub = launch.call.func
     assert isinstance(sub, cst.Subscript) and launch.statement is not None
     call = launch.call.with_changes(func=sub.with_changes(value=cst.Name(plan["new_name"])))

@@ -71,12 +71,6 @@ def _bounds(loop: cst.For) -> tuple[cst.BaseExpression, cst.BaseExpression] | No
     return args[0].value, args[1].value
 
 
-def _operand(node: cst.BaseExpression) -> str:
-    text = cu.code(node)
-    simple = (cst.Name, cst.Integer, cst.Call, cst.Attribute, cst.Subscript)
-    return text if isinstance(node, simple) else f"({text})"
-
-
 def _guard(loop: cst.For) -> str | None:
     """The loop's trip condition as source; '' when both bounds are literals and it runs."""
     bounds = _bounds(loop)
@@ -86,14 +80,14 @@ def _guard(loop: cst.For) -> str | None:
     s, e = cu.int_literal(start), cu.int_literal(end)
     if s is not None and e is not None:
         return "" if s < e else None
-    return f"{_operand(start)} < {_operand(end)}"
+    return f"{cu.operand(start)} < {cu.operand(end)}"
 
 
 def _guarded_load(call: cst.Call, guard: str) -> cst.Call:
     mask = cu.arg(call, "mask", 1)
     if mask is None:
         return cu.drop_args(call, call, set(), add=[cu.keyword_arg("mask", cu.expr(guard))])
-    new_mask = cu.expr(f"{_operand(mask)} & ({guard})")
+    new_mask = cu.expr(f"{cu.operand(mask)} & ({guard})")
     return cu.replace_in(call, [(mask, new_mask)])
 
 

@@ -233,12 +233,12 @@ def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
     if plan.kind != "gemm" and tensors:
         sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
         plan.size_unit = "bytes"
-        plan.size_expr = " + ".join(f"{_paren(bound[p])}.nbytes" for p in tensors)
+        plan.size_expr = " + ".join(f"{cu.operand(bound[p])}.nbytes" for p in tensors)
     # a GEMM's key sizes; otherwise those the recorded launches gave, with the profile's SOL
     elif names and (plan.kind == "gemm" or all(c.sol_us for c, _ in pairs)):
         sizes = [math.prod(v[k] for k in names) for _, v in pairs]
         plan.size_unit = "*".join(names)
-        plan.size_expr = " * ".join(_paren(bound[k]) for k in names)
+        plan.size_expr = " * ".join(cu.operand(bound[k]) for k in names)
     else:
         return
     sol_us = [c.sol_us for c, _ in pairs]
@@ -271,11 +271,6 @@ def _sol_us(plan: Plan, vals: dict[str, Any], spec: Any, all_sizes: bool) -> flo
     if spec.peak_bw_gbs <= 0 or not tensors:
         return None
     return sum(t.numel() * _itemsize(t.dtype) for t in tensors) / (spec.peak_bw_gbs * 1e9) * 1e6
-
-
-def _paren(node: cst.BaseExpression) -> str:
-    text = cu.code(node)
-    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
 
 
 def _itemsize(dtype: str) -> int:
