@@ -4,7 +4,7 @@ Timing (`CudaBackend.time`) measures the device time of one call of `fn`, from C
 recorded on the stream before and after it, with the L2 cold and clean: a 256 MB buffer is
 read (summed) before every call. `triton.testing.do_bench` zeroes such a buffer instead, which
 leaves the L2 full of dirty lines that the timed kernel then writes back to HBM as its own
-accesses evict them: on the H200 of 2026-11-30 (bench/probe_flush.py) a read-only 134 MB row
+accesses evict them: on the H200 of 2026-11-30 (a probe script, `git show c22ef17:bench/probe_flush.py`) a read-only 134 MB row
 reduction timed 42.1 us after a zeroing flush and 34.4 us after a reading one (66 % and 81 %
 of HBM peak), a 134 MB copy 67.3 and 64.4 us; write-only fills were the same either way. The
 write-back is the flush's traffic, not the kernel's. A forward that launches several
@@ -18,7 +18,7 @@ records the start event and enqueues `fn`: while the host needs less than that p
 events bracket device work only and the host's per-call Python is hidden. Past that, the GPU
 waits for the host between the start event and the first kernel, and the host's time shows
 in the measurement. That threshold is crossed by a contended host, not by the kernel: in the
-H200 benchmark of 2026-11-30 (bench/results/2026-11-30-af00bc9-notes.md) a 26.7 us case of
+H200 benchmark of 2026-11-30 (`git show af00bc9:bench/results/2026-11-30-af00bc9-notes.md`) a 26.7 us case of
 13_sum_dim1 measured 55.8 us while another operator compiled on the host's CPUs, with the
 same kernel and autotune choice, and a candidate whose per-call Python is longer (an
 autotuned launch) lost to its parent on such cases. So each timed call here is preceded by

@@ -27,7 +27,7 @@ MODULES = Path(__file__).resolve().parent.parent / "modules"
 def test_a_read_only_kernel_is_not_charged_for_the_flush_write_back() -> None:
     """The flush before each timed call reads its buffer, so the L2 holds no dirty lines for
     the timed call to write back. A read-only 134 MB row sum after a zeroing flush (do_bench's)
-    pays for writing back the dirty L2: bench/probe_flush.py measured 45.8 us against 39.5 us
+    pays for writing back the dirty L2: a probe (`git show c22ef17:bench/probe_flush.py`) measured 45.8 us against 39.5 us
     after a reading flush on an H200. The backend's figure must sit with the reading flush."""
     import statistics
 

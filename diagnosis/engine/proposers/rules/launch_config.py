@@ -190,7 +190,7 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
 # A timed case whose speed-of-light time is below this is launch-bound: the kernel ends before
 # the host has issued the next launch, so the autotuner's host work on every call (Autotuner.run
 # builds the key and argument dicts before the JIT's own launch path) adds to the forward's time
-# and a better tile cannot show. Measured on the H200 (bench/probe_autotune.py 21_, 2026-11-30):
+# and a better tile cannot show. Measured on the H200 (`git show c20b434:bench/probe_autotune.py`, 21_, 2026-11-30):
 # on a 1024x1024x2048 case (SOL 4.3 us) the autotuner timed its chosen tiles at 16.6 us against
 # 30.5 us for the fixed ones, yet the autotuned forward took 34.0 us, the parent's 34.8 us; in
 # the verify job, with a second operator compiling on the host, 48.8 us, so the rewrite lost
