@@ -57,8 +57,11 @@ INSTALLED_APPS = [
     "runner",
 ]
 
+# RequestBodyLimitMiddleware must come before anything that reads the body (sessions, CSRF,
+# auth); SecurityMiddleware above it only adds headers or redirects, and gives the 413 its own.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "kernelopt_site.middleware.RequestBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -111,8 +114,18 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 # Uploads: the validator rejects files above this many bytes before parsing them.
 KERNELOPT_MAX_UPLOAD_BYTES = envint("KERNELOPT_MAX_UPLOAD_BYTES", 256 * 1024, minimum=1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = KERNELOPT_MAX_UPLOAD_BYTES * 2 + 64 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# Whole request bodies: above this, 413 from the headers alone (kernelopt_site.middleware),
+# anonymous or signed in, before CSRF or the multipart parser read a byte. 4x the module limit
+# leaves a file a few times too large to the form's own error naming its size, and covers a
+# module at the limit pasted into a urlencoded form (percent-encoding up to triples it);
+# 64 KiB is for the other fields and the multipart framing.
+KERNELOPT_MAX_REQUEST_BYTES = envint(
+    "KERNELOPT_MAX_REQUEST_BYTES", 4 * KERNELOPT_MAX_UPLOAD_BYTES + 64 * 1024, minimum=KERNELOPT_MAX_UPLOAD_BYTES
+)
+# Every body that passes the middleware is parsed in memory: no field is refused below the
+# request limit, and no file part is ever spooled to a temporary file.
+DATA_UPLOAD_MAX_MEMORY_SIZE = KERNELOPT_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = KERNELOPT_MAX_REQUEST_BYTES
 
 # Broker: only run ids travel through it. Embedded mode uses the stub broker and a worker
 # thread started with the server (runner.embedded).
