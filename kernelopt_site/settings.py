@@ -7,6 +7,7 @@ BROKER_URL set it is Postgres and RabbitMQ (or Redis) with separate `rundramatiq
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -53,12 +54,13 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_dramatiq",
+    "axes",
     "diagnosis",
     "runner",
 ]
 
 # RequestBodyLimitMiddleware must come before anything that reads the body (sessions, CSRF,
-# auth); SecurityMiddleware above it only adds headers or redirects, and gives the 413 its own.
+# auth, axes); SecurityMiddleware above it only adds headers or redirects, and gives the 413 its own.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "kernelopt_site.middleware.RequestBodyLimitMiddleware",
@@ -70,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes requires: it turns a lockout into its page
 ]
 
 ROOT_URLCONF = "kernelopt_site.urls"
@@ -171,6 +174,27 @@ X_FRAME_OPTIONS = "DENY"
 if not DEBUG and envbool("KERNELOPT_SECURE_COOKIES", False):
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+
+# Reverse proxies in front of the app that append to X-Forwarded-For; the login throttle reads
+# the client address from that header only when this is above 0 (kernelopt_site.login).
+KERNELOPT_PROXY_COUNT = envint("KERNELOPT_PROXY_COUNT", 0, minimum=0)
+
+# Login throttling (django-axes, database handler: one count for every web process, on
+# Postgres and on `make run`'s SQLite alike). The lock is per user name and client address,
+# so a stranger cannot lock a user out from elsewhere; a good login resets the count.
+KERNELOPT_LOGIN_FAILURES = envint("KERNELOPT_LOGIN_FAILURES", 5, minimum=1)
+KERNELOPT_LOGIN_COOLOFF_MINUTES = envint("KERNELOPT_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = KERNELOPT_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(minutes=KERNELOPT_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "kernelopt_site.login.client_ip"
+AXES_LOCKOUT_CALLABLE = "kernelopt_site.login.lockout_response"
+AXES_VERBOSE = False  # no start-up banner on every manage.py command; lockouts are still logged
 
 LOGGING = {
     "version": 1,
