@@ -55,14 +55,16 @@ INSTALLED_APPS = [
     "template_partials",
     "django_dramatiq",
     "axes",
+    "csp",
     "diagnosis",
     "runner",
 ]
 
 # RequestBodyLimitMiddleware must come before anything that reads the body (sessions, CSRF,
-# auth, axes); SecurityMiddleware above it only adds headers or redirects, and gives the 413 its own.
+# auth, axes); Security and CSP above it only add headers or redirect, and give the 413 theirs.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "kernelopt_site.middleware.RequestBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -195,6 +197,19 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "kernelopt_site.login.client_ip"
 AXES_LOCKOUT_CALLABLE = "kernelopt_site.login.lockout_response"
 AXES_VERBOSE = False  # no start-up banner on every manage.py command; lockouts are still logged
+
+# Content-Security-Policy (django-csp; Django 5.2 has none of its own). Every script and style
+# is a file under static/; htmx is told not to insert its indicator <style> or evaluate code
+# (the htmx-config meta tag in base.html).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -60,7 +60,7 @@ def test_the_default_limits_are_the_documented_ones():
 def test_the_limit_comes_before_every_middleware_that_can_read_the_body():
     order = settings.MIDDLEWARE
     limit = order.index("kernelopt_site.middleware.RequestBodyLimitMiddleware")
-    assert order[:limit] == ["django.middleware.security.SecurityMiddleware"]
+    assert order[:limit] == ["django.middleware.security.SecurityMiddleware", "csp.middleware.CSPMiddleware"]
 
 
 UPLOAD_SIZES = [
@@ -117,6 +117,7 @@ def test_a_body_over_the_request_limit_is_refused_unread_anywhere(
     assert response.wsgi_request.META["wsgi.input"].read_started is False
     # The 413 still carries the headers of the middleware above the limit.
     assert response["X-Content-Type-Options"] == "nosniff"
+    assert "default-src 'self'" in response["Content-Security-Policy"]
 
 
 @pytest.mark.django_db
