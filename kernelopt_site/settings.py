@@ -170,16 +170,38 @@ LLM_TIMEOUT_S = envfloat("LLM_TIMEOUT_S", 120.0)
 if bool(LLM_BASE_URL) != bool(LLM_MODEL):
     raise ImproperlyConfigured("LLM_BASE_URL and LLM_MODEL must be set together")
 
+# --- Web limits: login throttling, Content-Security-Policy, HTTPS (issue 16) ------------------
+
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the hx-headers attribute, not the cookie
 X_FRAME_OPTIONS = "DENY"
-if not DEBUG and envbool("KERNELOPT_SECURE_COOKIES", False):
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# KERNELOPT_HTTPS=1: served only over HTTPS, behind a proxy that terminates TLS and sets
+# X-Forwarded-Proto (it must overwrite what a client sends). Secure cookies, HSTS for a year
+# on subdomains too, a redirect of plain HTTP, and `check --deploy` with nothing to say.
+KERNELOPT_HTTPS = envbool("KERNELOPT_HTTPS", False)
+if KERNELOPT_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = envint("KERNELOPT_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    # The directive alone changes nothing: a browser preloads a domain only once its owner
+    # submits the registrable domain to the preload list. KERNELOPT_HSTS_PRELOAD=0 drops it.
+    SECURE_HSTS_PRELOAD = envbool("KERNELOPT_HSTS_PRELOAD", True)
+elif not DEBUG and envbool("KERNELOPT_SECURE_COOKIES", False):
+    # Kept for deployments that set it before KERNELOPT_HTTPS existed: cookies only.
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 
 # Reverse proxies in front of the app that append to X-Forwarded-For; the login throttle reads
 # the client address from that header only when this is above 0 (kernelopt_site.login).
-KERNELOPT_PROXY_COUNT = envint("KERNELOPT_PROXY_COUNT", 0, minimum=0)
+# HTTPS mode already trusts one proxy's X-Forwarded-Proto, so it defaults to 1 there.
+KERNELOPT_PROXY_COUNT = envint("KERNELOPT_PROXY_COUNT", 1 if KERNELOPT_HTTPS else 0, minimum=0)
 
 # Login throttling (django-axes, database handler: one count for every web process, on
 # Postgres and on `make run`'s SQLite alike). The lock is per user name and client address,
