@@ -8,13 +8,17 @@ from the headers alone when the declared Content-Length is over the limit. A bod
 Content-Length (chunked) is capped by wrapping the WSGI input stream: reading one byte past
 the limit fails, and the response becomes the same 413.
 
+Under ASGI, Django reads the whole body into a spooled temporary file before any middleware
+runs, so kernelopt_site.asgi wraps the application in ASGIBodyLimit, which applies the same
+limit to the declared length and to the body messages as they arrive.
+
 The limit, KERNELOPT_MAX_REQUEST_BYTES, is read per request so that tests can change it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -124,3 +128,60 @@ class RequestBodyLimitMiddleware:
         if capped.exceeded:
             return too_large_response(None, limit)
         return response
+
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ASGIBodyLimit:
+    """The same limit in front of Django's ASGI handler, which reads the body before middleware.
+
+    A declared length over the limit is answered before the body is received; a body that
+    grows past it is cut off by telling Django the client disconnected (it drops the request
+    and its spooled file), and the 413 is sent here.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = settings.KERNELOPT_MAX_REQUEST_BYTES
+        headers = {name.lower(): value for name, value in scope.get("headers", [])}
+        length = declared_length({"CONTENT_LENGTH": headers.get(b"content-length", b"").decode("latin-1")})
+        if length is not None and length > limit:
+            await self._refuse(send, length, limit)
+            return
+        received = 0
+        exceeded = False
+
+        async def capped_receive() -> Message:
+            nonlocal received, exceeded
+            if exceeded:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    exceeded = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        await self.app(scope, capped_receive, send)
+        if exceeded:
+            await self._refuse(send, None, limit)
+
+    @staticmethod
+    async def _refuse(send: Send, length: int | None, limit: int) -> None:
+        response = too_large_response(length, limit)
+        headers = [(b"content-type", response["Content-Type"].encode("latin-1"))]
+        headers += [(b"content-length", str(len(response.content)).encode()), (b"connection", b"close")]
+        headers += [(b"x-content-type-options", b"nosniff")]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": response.content})

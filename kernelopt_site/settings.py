@@ -125,7 +125,9 @@ KERNELOPT_MAX_UPLOAD_BYTES = envint("KERNELOPT_MAX_UPLOAD_BYTES", 256 * 1024, mi
 # module at the limit pasted into a urlencoded form (percent-encoding up to triples it);
 # 64 KiB is for the other fields and the multipart framing.
 KERNELOPT_MAX_REQUEST_BYTES = envint(
-    "KERNELOPT_MAX_REQUEST_BYTES", 4 * KERNELOPT_MAX_UPLOAD_BYTES + 64 * 1024, minimum=KERNELOPT_MAX_UPLOAD_BYTES
+    "KERNELOPT_MAX_REQUEST_BYTES",
+    4 * KERNELOPT_MAX_UPLOAD_BYTES + 64 * 1024,
+    minimum=KERNELOPT_MAX_UPLOAD_BYTES,
 )
 # Every body that passes the middleware is parsed in memory: no field is refused below the
 # request limit, and no file part is ever spooled to a temporary file.

@@ -394,3 +394,69 @@ def test_gunicorn_answers_a_300MB_body_with_413_and_closes_the_connection(
     # gunicorn's sync worker closes after the answer (lingering 2 s at most for unread bytes):
     # the other 300 MB are never read.
     assert result.closed_after is not None and result.closed_after < 5.0
+
+
+# --- ASGI: Django reads the body before middleware, so the limit wraps the application ---------
+
+
+def _asgi(headers: list[tuple[bytes, bytes]], chunks) -> tuple[list[dict], int]:
+    """Drive kernelopt_site.asgi.application with one POST; return what it sent and receive calls."""
+    import asyncio
+
+    from kernelopt_site.asgi import application
+
+    sent: list[dict] = []
+    calls = 0
+    body = iter(chunks)
+
+    async def receive() -> dict:
+        nonlocal calls
+        calls += 1
+        chunk = next(body, None)
+        if chunk is None:
+            await asyncio.sleep(3600)  # the client waits; only a disconnect ends this
+        return {"type": "http.request", "body": chunk[0], "more_body": chunk[1]}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": reverse("login"),
+        "raw_path": reverse("login").encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), *headers],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
+    asyncio.run(asyncio.wait_for(application(scope, receive, send), timeout=60))
+    return sent, calls
+
+
+def _forever(size: int):
+    while True:
+        yield b"#" * size, True
+
+
+ASGI_CASES = [
+    pytest.param([(b"content-length", str(HUGE).encode())], _forever(64 * KIB), 413, 0, id="declared-300MB"),
+    pytest.param([], _forever(64 * KIB), 413, CAP // (64 * KIB) + 1, id="no-length-growing"),
+    pytest.param(
+        [(b"content-length", b"11")], [(b"username=u1", False)], 403, None, id="small-body-reaches-django"
+    ),
+]
+
+
+@pytest.mark.parametrize(("headers", "chunks", "status", "calls"), ASGI_CASES)
+def test_the_asgi_application_refuses_a_body_over_the_limit_as_it_arrives(headers, chunks, status, calls):
+    sent, receive_calls = _asgi(headers, chunks)
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == status
+    # 413: the declared length is refused before one receive(); a growing body is cut off one
+    # chunk past the limit. 403: an ordinary body goes to Django (CSRF refuses this one).
+    if calls is not None:
+        assert receive_calls == calls
