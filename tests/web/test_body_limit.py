@@ -402,6 +402,7 @@ def test_gunicorn_answers_a_300MB_body_with_413_and_closes_the_connection(
 def _asgi(headers: list[tuple[bytes, bytes]], chunks) -> tuple[list[dict], int]:
     """Drive kernelopt_site.asgi.application with one POST; return what it sent and receive calls."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from kernelopt_site.asgi import application
 
@@ -434,7 +435,9 @@ def _asgi(headers: list[tuple[bytes, bytes]], chunks) -> tuple[list[dict], int]:
         "client": ("127.0.0.1", 5000),
         "server": ("testserver", 80),
     }
-    asyncio.run(asyncio.wait_for(application(scope, receive, send), timeout=60))
+    # A loop of its own in a thread: Playwright's sync API may hold this thread's loop.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, asyncio.wait_for(application(scope, receive, send), timeout=60)).result()
     return sent, calls
 
 

@@ -24,8 +24,9 @@ def _env(tmp_path: Path, **overrides: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
+        # DJANGO_ALLOW_ASYNC_UNSAFE: set for Playwright by tests/browser, never in a deployment.
         if not key.startswith(("KERNELOPT_", "SECURE_"))
-        and key not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS")
+        and key not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "DJANGO_ALLOW_ASYNC_UNSAFE")
     }
     env.update(
         {
