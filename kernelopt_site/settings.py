@@ -7,6 +7,7 @@ BROKER_URL set it is Postgres and RabbitMQ (or Redis) with separate `rundramatiq
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -53,12 +54,18 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_dramatiq",
+    "axes",
+    "csp",
     "diagnosis",
     "runner",
 ]
 
+# RequestBodyLimitMiddleware must come before anything that reads the body (sessions, CSRF,
+# auth, axes); Security and CSP above it only add headers or redirect, and give the 413 theirs.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "kernelopt_site.middleware.RequestBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -67,6 +74,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes requires: it turns a lockout into its page
 ]
 
 ROOT_URLCONF = "kernelopt_site.urls"
@@ -111,8 +119,20 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 # Uploads: the validator rejects files above this many bytes before parsing them.
 KERNELOPT_MAX_UPLOAD_BYTES = envint("KERNELOPT_MAX_UPLOAD_BYTES", 256 * 1024, minimum=1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = KERNELOPT_MAX_UPLOAD_BYTES * 2 + 64 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# Whole request bodies: above this, 413 from the headers alone (kernelopt_site.middleware),
+# anonymous or signed in, before CSRF or the multipart parser read a byte. 4x the module limit
+# leaves a file a few times too large to the form's own error naming its size, and covers a
+# module at the limit pasted into a urlencoded form (percent-encoding up to triples it);
+# 64 KiB is for the other fields and the multipart framing.
+KERNELOPT_MAX_REQUEST_BYTES = envint(
+    "KERNELOPT_MAX_REQUEST_BYTES",
+    4 * KERNELOPT_MAX_UPLOAD_BYTES + 64 * 1024,
+    minimum=KERNELOPT_MAX_UPLOAD_BYTES,
+)
+# Every body that passes the middleware is parsed in memory: no field is refused below the
+# request limit, and no file part is ever spooled to a temporary file.
+DATA_UPLOAD_MAX_MEMORY_SIZE = KERNELOPT_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = KERNELOPT_MAX_REQUEST_BYTES
 
 # Broker: only run ids travel through it. Embedded mode uses the stub broker and a worker
 # thread started with the server (runner.embedded).
@@ -152,12 +172,68 @@ LLM_TIMEOUT_S = envfloat("LLM_TIMEOUT_S", 120.0)
 if bool(LLM_BASE_URL) != bool(LLM_MODEL):
     raise ImproperlyConfigured("LLM_BASE_URL and LLM_MODEL must be set together")
 
+# --- Web limits: login throttling, Content-Security-Policy, HTTPS (issue 16) ------------------
+
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the hx-headers attribute, not the cookie
 X_FRAME_OPTIONS = "DENY"
-if not DEBUG and envbool("KERNELOPT_SECURE_COOKIES", False):
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# KERNELOPT_HTTPS=1: served only over HTTPS, behind a proxy that terminates TLS and sets
+# X-Forwarded-Proto (it must overwrite what a client sends). Secure cookies, HSTS for a year
+# on subdomains too, a redirect of plain HTTP, and `check --deploy` with nothing to say.
+KERNELOPT_HTTPS = envbool("KERNELOPT_HTTPS", False)
+if KERNELOPT_HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = envint("KERNELOPT_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    # The directive alone changes nothing: a browser preloads a domain only once its owner
+    # submits the registrable domain to the preload list. KERNELOPT_HSTS_PRELOAD=0 drops it.
+    SECURE_HSTS_PRELOAD = envbool("KERNELOPT_HSTS_PRELOAD", True)
+elif not DEBUG and envbool("KERNELOPT_SECURE_COOKIES", False):
+    # Kept for deployments that set it before KERNELOPT_HTTPS existed: cookies only.
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+# Reverse proxies in front of the app that append to X-Forwarded-For; the login throttle reads
+# the client address from that header only when this is above 0 (kernelopt_site.login).
+# HTTPS mode already trusts one proxy's X-Forwarded-Proto, so it defaults to 1 there.
+KERNELOPT_PROXY_COUNT = envint("KERNELOPT_PROXY_COUNT", 1 if KERNELOPT_HTTPS else 0, minimum=0)
+
+# Login throttling (django-axes, database handler: one count for every web process, on
+# Postgres and on `make run`'s SQLite alike). The lock is per user name and client address,
+# so a stranger cannot lock a user out from elsewhere; a good login resets the count.
+KERNELOPT_LOGIN_FAILURES = envint("KERNELOPT_LOGIN_FAILURES", 5, minimum=1)
+KERNELOPT_LOGIN_COOLOFF_MINUTES = envint("KERNELOPT_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = KERNELOPT_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(minutes=KERNELOPT_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "kernelopt_site.login.client_ip"
+AXES_LOCKOUT_CALLABLE = "kernelopt_site.login.lockout_response"
+AXES_VERBOSE = False  # no start-up banner on every manage.py command; lockouts are still logged
+
+# Content-Security-Policy (django-csp; Django 5.2 has none of its own). Every script and style
+# is a file under static/; htmx is told not to insert its indicator <style> or evaluate code
+# (the htmx-config meta tag in base.html).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -48,13 +48,38 @@ def browser():
         browser.close()
 
 
+# Runs in every document before its own scripts (Playwright's init scripts are not subject to
+# the page's policy) and reports each Content-Security-Policy violation to the test.
+REPORT_CSP_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (e) => window.__kerneloptCspViolation({
+  directive: e.effectiveDirective, blocked: e.blockedURI, url: e.documentURI, line: e.lineNumber,
+}));
+"""
+
+
 @pytest.fixture
-def page(browser, live_server):
+def csp_violations() -> list[dict]:
+    """Every violation the browser reported, from the DOM event and from the console."""
+    return []
+
+
+@pytest.fixture
+def page(browser, live_server, csp_violations):
     context = browser.new_context(base_url=live_server.url)
     context.set_default_timeout(15_000)
+    context.expose_binding("__kerneloptCspViolation", lambda source, report: csp_violations.append(report))
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
     page = context.new_page()
+
+    def on_console(message) -> None:
+        if message.type == "error" and "Content Security Policy" in message.text:
+            csp_violations.append({"console": message.text})
+
+    page.on("console", on_console)
     yield page
     context.close()
+    # Every browser test checks the policy too: no page it visited broke it.
+    assert csp_violations == []
 
 
 @pytest.fixture

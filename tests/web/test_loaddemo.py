@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.test import RequestFactory
 
 from diagnosis.management.commands import loaddemo
 from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Team
@@ -22,7 +23,9 @@ def _load(*args: str) -> str:
 
 def test_it_creates_the_demo_user_team_kernels_and_queued_runs():
     output = _load("--no-suite")
-    user = authenticate(username=loaddemo.DEMO_USER, password=loaddemo.DEMO_PASSWORD)
+    # The login throttle (axes) is the first backend and needs the request it counts against.
+    request = RequestFactory().post("/login/")
+    user = authenticate(request, username=loaddemo.DEMO_USER, password=loaddemo.DEMO_PASSWORD)
     assert user is not None
     team = Team.objects.get(name=loaddemo.DEMO_TEAM)
     assert team.members.filter(pk=user.pk).exists() and team.reviewers.filter(pk=user.pk).exists()
