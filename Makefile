@@ -30,13 +30,16 @@ $(STAMP): pyproject.toml constraints.txt
 
 # The sandbox child's interpreter for npu-target compile jobs (runner.sandbox.child_python('npu')
 # finds it here; KERNELOPT_PYTHON_NPU overrides): triton-ascend replaces the `triton` package, so it
-# cannot live in .venv. Reinstalls only when constraints-ascend.txt changes; about 30 s.
+# cannot live in .venv. Reinstalls only when constraints-ascend.txt changes; about 40-60 s.
+# torch-npu lies beside it in $(ASCEND_VENV)/torch-npu, off sys.path (see constraints-ascend.txt).
 ascend: $(ASCEND_STAMP)
 
 $(ASCEND_STAMP): constraints-ascend.txt
 	@test -n "$(ASCEND_PYTHON)" || { echo "make ascend: triton-ascend 3.2.0 needs python3.11 (set ASCEND_PYTHON)" >&2; exit 2; }
 	@test -x $(ASCEND_PY) || $(ASCEND_PYTHON) -m venv $(ASCEND_VENV)
 	$(ASCEND_PY) -m pip install --progress-bar off -c constraints-ascend.txt triton-ascend torch numpy pybind11
+	$(ASCEND_PY) -m pip install --progress-bar off --no-deps --upgrade --target $(ASCEND_VENV)/torch-npu \
+		-c constraints-ascend.txt torch-npu
 	@touch $@
 
 run: $(STAMP)
