@@ -257,7 +257,9 @@ class Recorder:
         arg_infos = []
         for i, (name, value) in enumerate(bound_args.items()):
             arg_attrs = attrs.get((i,), [])
-            arg_infos.append(_arg_info(name, value, signature.get(name, "?"), arg_attrs))
+            # triton 3.2's signature leaves constexprs out (3.6 types them 'constexpr')
+            sig_type = signature.get(name, "constexpr" if name in constexprs else "?")
+            arg_infos.append(_arg_info(name, value, sig_type, arg_attrs))
         code = jit.fn.__code__
         launch = Launch(
             kernel=jit.fn.__name__,
