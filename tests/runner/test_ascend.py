@@ -8,6 +8,7 @@ the adapter's linalg, and the binary stage, which needs CANN, named instead of r
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,31 @@ def test_the_executor_runs_an_npu_compile_of_a_cpu_run_under_child_python_npu(as
     assert outcome.ok, outcome.error
     assert outcome.result["triton_version"] == "3.2.0" and outcome.result["backend"] == "npu"
     assert _kernel(outcome.result)["stopped"]["reason"] == "needs_cann"
+
+
+@pytest.mark.parametrize(
+    ("device", "target", "npu_python"),
+    [
+        pytest.param("cpu", "npu:Ascend910B3", True, id="cpu-run-npu-target"),
+        pytest.param("cuda", "npu:Ascend910B3", True, id="cuda-run-npu-target"),
+        pytest.param("cpu", "sm_90", False, id="cpu-run-cuda-target"),
+        pytest.param("npu", "npu:Ascend910B3", False, id="npu-run-uses-its-own"),
+    ],
+)
+def test_compile_jobs_of_npu_targets_get_the_npu_interpreter(
+    device: str, target: str, npu_python: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNELOPT_PYTHON_NPU", "/opt/ascend/bin/python")
+    expected = "/opt/ascend/bin/python" if npu_python else None
+    assert Executor(device, target=target).compile_python(target) == expected
+
+
+def test_child_python_npu_falls_back_to_the_repositorys_ascend_venv(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.sandbox import ASCEND_VENV_PYTHON, child_python
+
+    monkeypatch.delenv("KERNELOPT_PYTHON_NPU", raising=False)
+    monkeypatch.delenv("KERNELOPT_PYTHON", raising=False)
+    assert ASCEND_VENV_PYTHON == ROOT / ".venv-ascend" / "bin" / "python"
+    expected = str(ASCEND_VENV_PYTHON) if ASCEND_VENV_PYTHON.exists() else sys.executable
+    assert child_python("npu") == expected
+    assert child_python("cpu") == sys.executable
