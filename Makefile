@@ -1,7 +1,7 @@
 # kernelopt. Set-up is two commands:
 #   make run    a demo server on http://127.0.0.1:8000 (SQLite + in-process worker, no services needed)
 #   make test   the whole test suite on PostgreSQL, browser tests in headless Chromium
-# Also: make worker (a separate dramatiq worker), make lint.
+# Also: make worker (a separate dramatiq worker), make lint, make ascend (the npu-target compile env).
 
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -11,8 +11,13 @@ STAMP := $(VENV)/.kernelopt-installed
 ADDRESS ?= 127.0.0.1:8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kernelopt
 QUEUES ?= cuda npu cpu
+# triton-ascend 3.2.0 is a cp311 wheel only, whatever PYTHON is.
+ASCEND_PYTHON ?= $(shell command -v python3.11)
+ASCEND_VENV := .venv-ascend
+ASCEND_PY := $(ASCEND_VENV)/bin/python
+ASCEND_STAMP := $(ASCEND_VENV)/.kernelopt-ascend-installed
 
-.PHONY: install run worker test lint chromium testdb
+.PHONY: install ascend run worker test lint chromium testdb
 
 install: $(STAMP)
 
@@ -21,6 +26,20 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --progress-bar off -c constraints.txt torch==2.13.0 -e '.[dev]'
+	@touch $@
+
+# The sandbox child's interpreter for npu-target compile jobs (runner.sandbox.child_python('npu')
+# finds it here; KERNELOPT_PYTHON_NPU overrides): triton-ascend replaces the `triton` package, so it
+# cannot live in .venv. Reinstalls only when constraints-ascend.txt changes; about 40-60 s.
+# torch-npu lies beside it in $(ASCEND_VENV)/torch-npu, off sys.path (see constraints-ascend.txt).
+ascend: $(ASCEND_STAMP)
+
+$(ASCEND_STAMP): constraints-ascend.txt
+	@test -n "$(ASCEND_PYTHON)" || { echo "make ascend: triton-ascend 3.2.0 needs python3.11 (set ASCEND_PYTHON)" >&2; exit 2; }
+	@test -x $(ASCEND_PY) || $(ASCEND_PYTHON) -m venv $(ASCEND_VENV)
+	$(ASCEND_PY) -m pip install --progress-bar off -c constraints-ascend.txt triton-ascend torch numpy pybind11
+	$(ASCEND_PY) -m pip install --progress-bar off --no-deps --upgrade --target $(ASCEND_VENV)/torch-npu \
+		-c constraints-ascend.txt torch-npu
 	@touch $@
 
 run: $(STAMP)
@@ -69,7 +88,10 @@ testdb: $(STAMP)
 	@DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" $(PY) -c "$$CHECK_DB"
 
 # pytest's exit status 5 means it collected no test: that is a failure here, said loudly.
-test: $(STAMP) chromium testdb
+# The Ascend tests run the sandbox child under .venv-ascend (npu-target compile jobs).
+test: export KERNELOPT_PYTHON_NPU := $(CURDIR)/$(ASCEND_PY)
+test: export KERNELOPT_ASCEND_PYTHON := $(CURDIR)/$(ASCEND_PY)
+test: $(STAMP) $(ASCEND_STAMP) chromium testdb
 	@export DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}"; \
 	$(VENV)/bin/pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: FAILED: pytest collected no tests (exit status 5)" >&2; exit 1; fi; \

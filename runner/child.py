@@ -103,6 +103,10 @@ def _error(kind: str, message: str, line: int | None, exc: BaseException) -> Job
 
 def run(req: JobRequest) -> dict[str, Any]:
     with phase("import"):  # the libraries every job needs, counted apart from the upload's import
+        if req.device == "npu":  # torch loads torch_npu inside `import torch`: say what it lacks
+            from runner.backends.npu import import_torch
+
+            import_torch()
         import torch  # noqa: F401
         import triton  # noqa: F401
     if req.job == "compile":

@@ -21,7 +21,7 @@ from diagnosis.engine import verdict as policy
 from diagnosis.engine.profile import DeviceSpec, ProfileResult
 from diagnosis.engine.verdict import Verdict
 from runner.protocol import DEVICES, JobError, JobRequest
-from runner.sandbox import Limits, SandboxResponse, run_job
+from runner.sandbox import Limits, SandboxResponse, child_python, run_job
 
 # ---------------------------------------------------------------- outcomes
 
@@ -382,11 +382,14 @@ class Executor:
             return self.limits[job]
         return Limits.for_job(job, self.device)
 
-    def run(self, request: JobRequest) -> SandboxResponse:
-        """Run one raw request in the sandbox and record its cost."""
+    def run(self, request: JobRequest, *, python: str | None = None) -> SandboxResponse:
+        """Run one raw request in the sandbox (under `python`, default the executor's); record its cost."""
         started_at = time.time()
         response = run_job(
-            request, limits=self.limits_for(request.job), python=self.python, triton_cache_dir=self.cache_dir
+            request,
+            limits=self.limits_for(request.job),
+            python=python or self.python,
+            triton_cache_dir=self.cache_dir,
         )
         phases = dict(response.phases)
         if response.elapsed_s and response.wall_s >= response.elapsed_s:
@@ -544,10 +547,19 @@ class Executor:
     ) -> CompileOutcome:
         """Ahead-of-time compile for `target` (default: the executor's) of the launches of the
         input `cases` (default: case 0); see runner.childlib.compile."""
+        target = target or self.target
         response = self.run(
             self._request(
-                "compile", path, target=target or self.target, options=dict(options or {}),
+                "compile", path, target=target, options=dict(options or {}),
                 cases=list(cases) if cases else None,
-            )  # fmt: skip
+            ),  # fmt: skip
+            python=self.compile_python(target),
         )
         return CompileOutcome(**self._base(response), result=response.result)
+
+    def compile_python(self, target: str | None) -> str | None:
+        """The interpreter of a compile job: an npu target needs triton-ascend, which lives in its
+        own environment (`child_python('npu')`), also when the run is on cpu; None: the executor's."""
+        if target and target.startswith("npu:") and self.device != "npu":
+            return child_python("npu")
+        return None

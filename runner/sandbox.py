@@ -168,14 +168,19 @@ class SandboxResponse(JobResponse):
     stderr_tail: str = ""
 
 
+ASCEND_VENV_PYTHON = ROOT / ".venv-ascend" / "bin" / "python"  # made by `make ascend`
+
+
 def child_python(device: str) -> str:
     """The interpreter for a device's children: KERNELOPT_PYTHON_<DEVICE>, else KERNELOPT_PYTHON,
-    else this one. NPU nodes need triton-ascend's own environment, hence per device."""
-    return (
-        os.environ.get(f"KERNELOPT_PYTHON_{device.upper()}")
-        or os.environ.get("KERNELOPT_PYTHON")
-        or sys.executable
-    )
+    else (npu) the repository's .venv-ascend where it exists, else this one. triton-ascend
+    replaces the `triton` package, so npu children need their own environment."""
+    chosen = os.environ.get(f"KERNELOPT_PYTHON_{device.upper()}") or os.environ.get("KERNELOPT_PYTHON")
+    if chosen:
+        return chosen
+    if device == "npu" and ASCEND_VENV_PYTHON.exists():
+        return str(ASCEND_VENV_PYTHON)
+    return sys.executable
 
 
 def scrubbed_env(

@@ -240,3 +240,47 @@ def proposal(round_, version, finding):
     )
     proposal.findings.add(finding)
     return proposal
+
+
+@pytest.fixture(scope="session")
+def ascend_python() -> str:
+    """The interpreter with triton-ascend (`make ascend`): KERNELOPT_ASCEND_PYTHON, else the one
+    the sandbox gives npu children. Missing, the Ascend tests fail rather than skip: CI builds it."""
+    import subprocess
+
+    from runner.sandbox import child_python
+
+    python = os.environ.get("KERNELOPT_ASCEND_PYTHON") or child_python("npu")
+    probe = subprocess.run(
+        [python, "-c", "import triton.backends.ascend"], capture_output=True, text=True, timeout=120
+    )
+    if probe.returncode != 0:
+        pytest.fail(
+            f"no triton-ascend in {python} (run `make ascend`, or set KERNELOPT_ASCEND_PYTHON): "
+            f"{probe.stderr.strip()[-300:]}"
+        )
+    return python
+
+
+def ascend_compile(python: str, module: str, **options: object) -> dict:
+    """The compile job for npu:Ascend910B3 run by `python -m runner.child` under `python`."""
+    import json
+    import subprocess
+
+    from runner.protocol import JobRequest
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    request = JobRequest(
+        job="compile", module=os.path.abspath(module), target="npu:Ascend910B3", options=dict(options)
+    )
+    proc = subprocess.run(
+        [python, "-m", "runner.child"],
+        input=request.dumps(),
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=300,
+    )
+    assert proc.stdout, proc.stderr[-2000:]
+    return json.loads(proc.stdout)

@@ -99,6 +99,11 @@ class CompiledKernel:
     # the input case whose launch this is (a compile of several cases has one kernel per
     # distinct specialization: the same name, other divisibility of its arguments)
     case: int | None = None
+    # npu (triton-ascend): the stages compiled, the one that could not run and why
+    # ({"stage", "reason": needs_cann | compile_error, "message"}), and the TTIR's %argN names
+    reached: tuple[str, ...] = ()
+    stopped: dict[str, str] | None = field(default=None, hash=False)
+    ir_args: tuple[str, ...] = ()
 
     def arg(self, name: str) -> LaunchArg | None:
         return next((a for a in self.args if a.name == name), None)
@@ -146,6 +151,9 @@ class CompiledKernel:
             error=d.get("error"),
             notes=tuple(d.get("dumps_dropped") or ()),
             applied=tuple(d.get("applied") or ()),
+            reached=tuple(d.get("reached") or ()),
+            stopped=dict(d["stopped"]) if isinstance(d.get("stopped"), dict) else None,
+            ir_args=tuple(str(a) for a in d.get("ir_args") or ()),
         )
 
 

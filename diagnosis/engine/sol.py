@@ -29,6 +29,23 @@ from diagnosis.engine.profile import DeviceSpec, ProfileCase, ProfileResult
 
 
 @dataclass(frozen=True)
+class AscendCores:
+    """An Ascend NPU's cores and the on-chip buffer its vector cores compute in (UB).
+
+    triton-ascend binds each program of the grid to one physical core (vector cores for a kernel
+    without tl.dot, cube cores where the linalg says mix_mode "aic"/"mix"), and every tile a
+    kernel loads, computes or stores lives in the core's Unified Buffer, addressed in 32-byte
+    blocks (CANN's Ascend C memory rules: UB operands are 32-byte aligned on Atlas A2).
+    """
+
+    vector_cores: int
+    cube_cores: int
+    ub_bytes: int  # Unified Buffer per vector core
+    ub_align_bytes: int  # UB block: tile rows are moved and padded in units of this
+    max_grid: int = 65535  # triton-ascend 3.2's launcher refuses more programs (JITFunction.run)
+
+
+@dataclass(frozen=True)
 class PeakEntry:
     """One device of the peaks table: its datasheet spec, its measured ceilings, how to find it."""
 
@@ -38,6 +55,7 @@ class PeakEntry:
     measured_bw_gbs: float | None = None  # achievable copy bandwidth, read + write counted
     measured_tflops: dict[str, float] = field(default_factory=dict, hash=False)
     source: str = ""  # where the figures come from
+    ascend: AscendCores | None = None  # NPUs: cores and UB (tiers 2 and 3 on an npu target)
 
     def matches(self, device_name: str) -> bool:
         name = device_name.lower()
@@ -158,8 +176,10 @@ PEAKS: tuple[PeakEntry, ...] = (
             max_threads_per_sm=1,
         ),
         patterns=(r"910b",),
-        source="approximate public figures for Ascend 910B3 (HBM2e ~1.6 TB/s, 20 AI cube cores); "
+        source="approximate public figures for Ascend 910B3 (HBM2e ~1.6 TB/s, 20 AI cube cores, 40 "
+        "vector cores, 192 KB UB per vector core, 32-byte UB alignment: CANN Ascend C docs); "
         "not measured by this project",
+        ascend=AscendCores(vector_cores=40, cube_cores=20, ub_bytes=192 * 1024, ub_align_bytes=32),
     ),
 )
 

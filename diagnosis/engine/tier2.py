@@ -98,6 +98,10 @@ _DOT_OPS = ("tt.dot", "ttng.warp_group_dot", "ttng.tc_gen5_mma")
 
 
 def run_tier2(result: CompileResult, source: str) -> TierResult:
+    if result.backend == "npu":  # no assembly on Ascend: the linalg of triton-ascend's adapter
+        from diagnosis.engine.ascend import run_tier2_npu
+
+        return run_tier2_npu(result, source)
     t0 = time.perf_counter()
     out = TierResult(tier=Tier.IR)
     src_lines = source.splitlines()

@@ -127,6 +127,10 @@ def run_tier3(
     returns its CompileResult; without it no counterfactual runs and `explains` stays False.
     `extra` adds hypotheses of the caller's own (e.g. an alternative source file).
     """
+    if result.backend == "npu":
+        from diagnosis.engine.ascend import run_tier3_npu
+
+        return run_tier3_npu(result, source, prior=prior)
     t0 = time.perf_counter()
     out = TierResult(tier=Tier.COMPILER)
     src_lines = source.splitlines()

@@ -9,12 +9,14 @@ write back (runner/backends/cuda.py); whether the 910B's L2 behaves alike is not
 zeroing flush stays here until it is measured on one.
 
 UNVERIFIED: nothing below the import check has run on an NPU in this project. Verified here
-(tests/runner): a missing or broken torch_npu gives `DeviceUnavailable` (job kind
-`device_error`) with the import error in the message; the msprof command line is built as
-documented. Not verified: `torch.npu.Event(enable_timing=True)` timings, `torch.npu.synchronize`,
-the device name string for `diagnosis.engine.sol.lookup` (expected 'Ascend910B3' or similar),
-the property names read in `device_info`, the launch recording of triton-ascend's JIT (its
-API is triton 3.2's), and msprof's output layout parsed in `parse_msprof_op_summary`.
+(tests/runner/test_npu.py, test_child.py): a missing torch_npu gives `DeviceUnavailable` (job
+kind `device_error`) with the import error in the message, and so does torch-npu 2.13.0 installed
+without CANN (its import, inside `import torch`, fails on CANN's libhccl.so, which the message
+names). The launch recording of triton-ascend's JIT (triton 3.2's API) and the npu compile run
+on CPU (tests/runner/test_ascend.py). Not verified: `torch.npu.Event(enable_timing=True)`
+timings, `torch.npu.synchronize`, the device name string for `diagnosis.engine.sol.lookup`
+(expected 'Ascend910B3' or similar), the property names read in `device_info`, and msprof's
+output layout parsed in `parse_msprof_op_summary`.
 """
 
 from __future__ import annotations
@@ -31,14 +33,48 @@ from runner.errors import DeviceUnavailable
 FLUSH_BYTES = 256 * 1024 * 1024
 
 
+# what an ImportError of torch_npu's extension means on a node
+CANN_HINT = (
+    " (torch_npu needs CANN's shared libraries: source <CANN>/set_env.sh, or put its lib64 on "
+    "LD_LIBRARY_PATH, in the worker's environment)"
+)
+
+
+def root_cause(exc: BaseException) -> str:
+    """`Type: message` of the innermost exception in the chain: torch's autoload error says only
+    'Failed to load the backend extension'; its cause names the library (libhccl.so)."""
+    seen: set[int] = set()
+    while id(exc) not in seen and (exc.__cause__ or exc.__context__) is not None:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def import_torch() -> Any:
+    """`import torch` for an npu job, with the reason when it fails.
+
+    torch >= 2.5 imports the installed device extensions (torch_npu's entry point) inside
+    `import torch`; without CANN that raises a RuntimeError whose cause is the ImportError of a
+    CANN library (checked with torch 2.13 and torch-npu 2.13.0 without CANN: libhccl.so).
+    """
+    try:
+        import torch
+    except Exception as exc:  # an extension failing to load: no NPU in this interpreter
+        cause = root_cause(exc)
+        hint = CANN_HINT if "lib" in cause and ".so" in cause else ""
+        raise DeviceUnavailable(f"device=npu: import torch failed loading torch_npu: {cause}{hint}") from exc
+    return torch
+
+
 def import_torch_npu() -> Any:
     """Import torch_npu or raise DeviceUnavailable naming the reason (CANN libraries, versions)."""
+    import_torch()
     try:
         import torch_npu  # noqa: F401  (registers the 'npu' device with torch)
     except Exception as exc:  # any import failure means: no NPU in this interpreter
-        raise DeviceUnavailable(
-            f"device=npu but torch_npu cannot be imported: {type(exc).__name__}: {exc}"
-        ) from exc
+        cause = root_cause(exc)
+        hint = CANN_HINT if "lib" in cause and ".so" in cause else ""
+        raise DeviceUnavailable(f"device=npu but torch_npu cannot be imported: {cause}{hint}") from exc
     import torch
 
     if not hasattr(torch, "npu") or not torch.npu.is_available():

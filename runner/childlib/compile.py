@@ -3,7 +3,9 @@ target, and return each stage's text, per-pass IR dumps and resource usage (tier
 
 Runs inside the sandbox child: imports only the standard library, torch, triton, numpy and
 runner.childlib / runner.errors / runner.protocol. Nothing is executed on a device: launches are captured on CPU with the JIT's
-exact specialization (runner.childlib.launches) and recompiled with `triton.compile`.
+exact specialization (runner.childlib.launches) and recompiled with `triton.compile`; an npu
+target (`npu:Ascend910B3`) needs triton-ascend's interpreter and compiles stage by stage there
+(runner.childlib.ascend), keeping what it reaches without CANN and naming the stage that needs it.
 
 Options (`JobRequest.options`):
   inputs:        "cases" (default: request.cases, or case 0) or "verify" (get_verify_inputs()[0])
@@ -46,8 +48,10 @@ DEFAULT_DUMP_CAP = 2_000_000
 _module_ids = itertools.count()
 
 # `// -----// IR Dump Before TritonGPUPipeline (tritongpu-pipeline) ('builtin.module' operation) //----- //`
+# `// -----// IR Dump Before TritonToLinalg (triton-to-linalg) //----- //` (triton-adapter-opt: no scope)
 _DUMP_HEADER = re.compile(
-    r"^// -----// IR Dump Before (\S+)(?: \(([^)]*)\))? \('([^']*)' operation\)[^\n]*$", re.M
+    r"^// -----// IR Dump Before (\S+)(?: \(([^)]*)\))?(?: \('([^']*)' operation[^)]*\))? //----- //[^\n]*$",
+    re.M,
 )
 # `    %x_5 = tt.load %x_4, %mask_3 : tensor<1024x!tt.ptr<f32>, #blocked> loc(#loc25)`
 # `    "tt.reduce"(%3) <{axis = 0 : i32}> ({` (generic form)
@@ -69,19 +73,11 @@ _AMD_OCCUPANCY = re.compile(r";\s*Occupancy:\s*(\d+)")
 def compile_job(request: JobRequest) -> dict[str, Any]:
     """Capture ModelNew's launches on CPU and compile each distinct one for request.target."""
     t0 = time.perf_counter()
-    if IS_TRITON_ASCEND:
-        # triton-ascend ships triton 3.2's API: ASTSource(fn, sig, constants=...) compiles an
-        # npu target through ttir and ttadapter (linalg) and stops at the binary without CANN,
-        # but the launch recorder relies on 3.6's binder (create_function_from_signature,
-        # _pack_args), which 3.2 lacks. Say so instead of failing somewhere inside.
-        raise JobFailed(
-            "unavailable",
-            f"the compile job needs triton 3.6's launch binder; this is triton-ascend {TRITON_VERSION}",
-        )
     options = dict(request.options or {})
     overrides = dict(options.get("overrides") or {})
     path = overrides.get("source") or request.module
     target = parse_target(request.target)
+    _check_toolchain(target, request.target)
     notes: list[str] = []
 
     module = load(path, f"kernelopt_compile_{next(_module_ids)}")
@@ -114,6 +110,24 @@ def compile_job(request: JobRequest) -> dict[str, Any]:
         "total_s": round(time.perf_counter() - t0, 4),
         "notes": notes,
     }
+
+
+def _check_toolchain(target: Any, text: str | None) -> None:
+    """An npu target needs triton-ascend and every other target CUDA/ROCm triton; they cannot
+    share one environment (triton-ascend replaces the `triton` package), so a job sent to the
+    wrong interpreter says which one it needs instead of failing inside make_backend."""
+    if target.backend == "npu" and not IS_TRITON_ASCEND:
+        raise JobFailed(
+            "unavailable",
+            f"target {text} needs triton-ascend; this interpreter ({sys.executable}) has triton "
+            f"{TRITON_VERSION}: set KERNELOPT_PYTHON_NPU to a python with triton-ascend (make ascend)",
+        )
+    if target.backend != "npu" and IS_TRITON_ASCEND:
+        raise JobFailed(
+            "unavailable",
+            f"target {text or 'sm_90'} needs CUDA/ROCm triton; this interpreter ({sys.executable}) "
+            f"has triton-ascend {TRITON_VERSION}",
+        )
 
 
 def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes: list[str]) -> list[Launch]:
@@ -215,6 +229,12 @@ def _compile_launch(launch: Launch, target: Any, overrides: dict, options: dict)
     record["num_warps"] = copts.get("num_warps")
     record["num_stages"] = copts.get("num_stages")
     want_dumps = bool(options.get("pass_dumps"))
+    if target.backend == "npu":
+        from runner.childlib import ascend
+
+        cap = int(options.get("pass_dump_max_bytes", DEFAULT_DUMP_CAP))
+        ascend.compile_into(record, launch, target, attrs, copts, want_dumps=want_dumps, dump_cap=cap)
+        return record
     src = ASTSource(launch.jit, launch.signature, launch.constexprs, attrs)
     t0 = time.perf_counter()
     with _compile_env(want_dumps, target) as captured:
@@ -366,7 +386,7 @@ def split_pass_dumps(text: str, max_bytes: int = DEFAULT_DUMP_CAP) -> tuple[list
             "index": 0,
             "pass": "(input)",
             "arg": "",
-            "scope": heads[0].group(3),
+            "scope": heads[0].group(3) or "",
             "changed": True,
             "ops": op_counts(bodies[0]),
             "text": None,
@@ -385,7 +405,7 @@ def split_pass_dumps(text: str, max_bytes: int = DEFAULT_DUMP_CAP) -> tuple[list
             "index": i + 1,
             "pass": head.group(1),
             "arg": head.group(2) or "",
-            "scope": head.group(3),
+            "scope": head.group(3) or "",
             "changed": changed,
             "ops": op_counts(after) if after is not None else {},
             "text": None,

@@ -10,6 +10,14 @@ On a machine without a GPU, `JITFunction.run` fails at `driver.active`; replacin
 duration of one `forward` lets the wrapper code run on CPU tensors while each launch is
 recorded instead (TRITON_NOTES.md, "Capturing a launch on CPU"). These are internal APIs of
 triton 3.6.0; tests/runner/test_launches.py pins them.
+
+triton-ascend 3.2.0 (the npu-target compile environment, .venv-ascend) has the same
+`create_function_from_signature` with another result (bound args, signature types followed by
+specialization keys, constexpr values, other values, excess kwargs) and no `_pack_args`: its
+`JITFunction.run` derives the signature, an `AttrsDescriptor` and the constants from those, which
+`_describe_32` does the same way. Either way the record holds the 3.6 form of the attributes,
+`{(param_index,): [[name, value]]}`; the npu compile turns it back into a descriptor
+(runner.childlib.ascend). tests/runner/test_ascend.py pins the 3.2 side.
 """
 
 from __future__ import annotations
@@ -52,6 +60,22 @@ def parse_target(text: str | None) -> GPUTarget:
 @functools.lru_cache(maxsize=8)
 def _backend(target: GPUTarget):
     return make_backend(target)
+
+
+def _describing_backend(target: GPUTarget):
+    """The backend whose specialization rules describe a launch for `target`.
+
+    A cpu run for an npu target verifies under CUDA triton's interpreter, which has no npu
+    backend (make_backend raises "0 compatible backends"); only the compile job, under
+    triton-ascend, needs the npu one. The rules the record keeps (16-byte alignment, divisibility
+    by 16, integers equal to 1) are the same in both, so the default target describes it there.
+    """
+    try:
+        return _backend(target)
+    except RuntimeError:
+        if target == DEFAULT_TARGET:
+            raise
+        return _backend(DEFAULT_TARGET)
 
 
 _shadows: dict[int, JITFunction] = {}
@@ -154,16 +178,41 @@ class Launch:
 
 
 def _describe(jit: JITFunction, target: GPUTarget, args: tuple, kwargs: dict) -> tuple:
-    backend = _backend(target)
+    backend = _describing_backend(target)
+    if not hasattr(jit, "_pack_args"):
+        return _describe_32(jit, backend, args, kwargs)
     binder = create_function_from_signature(jit.signature, jit.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound_args, specialization, options)
     return bound_args, options, signature, constexprs, attrs
 
 
+def _describe_32(jit: JITFunction, backend: Any, args: tuple, kwargs: dict) -> tuple:
+    """`_describe` for triton 3.2 (triton-ascend): what its JITFunction.run hands to ASTSource."""
+    binder = create_function_from_signature(jit.signature, jit.params, backend)
+    bound_args, sig_and_spec, _, _, _ = binder(*args, **kwargs)
+    options = backend.parse_options(kwargs)
+    values = tuple(bound_args.values())
+    names = [p.name for p in jit.params if not p.is_constexpr]
+    # the binder's first len(names) entries are the types, the rest specialization keys
+    types = sig_and_spec[: len(names)]
+    signature = {n: ("*i8" if t == "none" else t) for n, t in zip(names, types, strict=True)}
+    descriptor = backend.get_attrs_descriptor(jit.params, values)
+    constant_nums = descriptor.get_constants()  # param index -> 1 for integers equal to 1
+    constexprs = {
+        p.name: v
+        for v, p in zip(values, jit.params, strict=True)
+        if p.is_constexpr or p.num in constant_nums or v is None
+    }
+    attrs = {(num,): [list(a) for a in props] for num, props in descriptor.get_fn_attrs().items()}
+    return bound_args, options, signature, constexprs, attrs
+
+
 def _arg_info(name: str, value: Any, sig_type: str, attrs_for_arg: list) -> ArgInfo:
     divisible = any(a[0] == "tt.divisibility" and a[1] >= 16 for a in attrs_for_arg)
     info = ArgInfo(name=name, kind="other", type=str(sig_type), divisible_16=divisible)
+    # triton 3.2 keeps an integer equal to 1 in the signature and marks it tt.equal_to
+    info.equal_1 = any(a[0] == "tt.equal_to" and a[1] == 1 for a in attrs_for_arg)
     if hasattr(value, "data_ptr") and hasattr(value, "shape"):
         info.kind = "tensor"
         info.dtype = str(value.dtype).removeprefix("torch.")
@@ -208,7 +257,9 @@ class Recorder:
         arg_infos = []
         for i, (name, value) in enumerate(bound_args.items()):
             arg_attrs = attrs.get((i,), [])
-            arg_infos.append(_arg_info(name, value, signature.get(name, "?"), arg_attrs))
+            # triton 3.2's signature leaves constexprs out (3.6 types them 'constexpr')
+            sig_type = signature.get(name, "constexpr" if name in constexprs else "?")
+            arg_infos.append(_arg_info(name, value, sig_type, arg_attrs))
         code = jit.fn.__code__
         launch = Launch(
             kernel=jit.fn.__name__,
@@ -255,7 +306,8 @@ def record_launches(*, execute: bool, target: GPUTarget | None = None) -> Iterat
     recorder = Recorder(target or DEFAULT_TARGET, execute)
     orig_jit_run = JITFunction.run
     orig_tune_run = Autotuner.run
-    orig_interp_run = InterpretedFunction.run if InterpretedFunction is not None else None
+    # triton 3.2's InterpretedFunction launches through __getitem__ alone (no `run` to patch)
+    orig_interp_run = getattr(InterpretedFunction, "run", None)
 
     def jit_run(self, *args, grid, warmup, **kwargs):
         if not warmup and not recorder.paused:
@@ -287,14 +339,14 @@ def record_launches(*, execute: bool, target: GPUTarget | None = None) -> Iterat
 
     JITFunction.run = jit_run
     Autotuner.run = tune_run
-    if InterpretedFunction is not None:
+    if orig_interp_run is not None:
         InterpretedFunction.run = interp_run
     try:
         yield recorder
     finally:
         JITFunction.run = orig_jit_run
         Autotuner.run = orig_tune_run
-        if InterpretedFunction is not None:
+        if orig_interp_run is not None:
             InterpretedFunction.run = orig_interp_run
 
 

@@ -107,6 +107,15 @@ def test_parse_target(text: str | None, backend: str, arch: object) -> None:
     assert (target.backend, target.arch) == (backend, arch)
 
 
+def test_a_target_this_triton_has_no_backend_for_is_described_with_the_default_targets_rules() -> None:
+    # a cpu run for an npu target verifies under CUDA triton's interpreter (no npu backend)
+    x, y, out = torch.randn(1 << 12), torch.randn(1 << 12), torch.empty(1 << 12)
+    with record_launches(execute=False, target=parse_target("npu:Ascend910B3")) as recorder:
+        axpy[(4,)](x, y, out, 1 << 12, 2.0, BLOCK=1024)
+    (launch,) = recorder.launches
+    assert _args(launch)["n"].divisible_16 and launch.attrs[(3,)] == [["tt.divisibility", 16]]
+
+
 def test_an_autotuned_launch_names_its_config() -> None:
     launch = _record(tuned_axpy, 1 << 12, lambda meta: (triton.cdiv(1 << 12, meta["BLOCK"]),))
     assert launch.autotune_configs == 3
