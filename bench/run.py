@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from diagnosis.engine import report  # noqa: E402
+from diagnosis.engine import devices, report  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
 from diagnosis.engine.loop import LoopConfig, LoopResult, NullObserver, RoundRecord, run_loop  # noqa: E402
 
@@ -598,7 +598,7 @@ def write_outputs(
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="*", help="directories of modules, or module files (default: bench/suite)")
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu", "npu"))
+    p.add_argument("--device", default="cuda", choices=devices.NAMES)
     p.add_argument("--target", default=None, help="compile target for tiers 2/3 (default: the device's)")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--out", default=str(DEFAULT_OUT))

@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from diagnosis.engine import devices
+
 
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
@@ -85,10 +87,8 @@ class DiagnosisRun(models.Model):
         FAILED = "failed", "failed"
         CANCELLED = "cancelled", "cancelled"
 
-    class Device(models.TextChoices):
-        CUDA = "cuda", "CUDA GPU"
-        NPU = "npu", "Ascend NPU"
-        CPU = "cpu", "CPU (compile-only tiers, interpreter correctness)"
+    # the kinds of diagnosis.engine.devices: a kind registered there is a choice here
+    Device = models.TextChoices("Device", [(k.name.upper(), (k.name, k.label)) for k in devices.KINDS.values()])
 
     FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
 

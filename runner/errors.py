@@ -31,7 +31,7 @@ KINDS: dict[str, str] = {
     "timeout": "the job ran past its wall-clock or CPU-time limit and was killed",
     "crashed": "the child died without answering (signal, os._exit, interpreter abort)",
     "bad_output": "the child's stdout was not one job response (garbage, or over the size cap)",
-    "unavailable": "the job is not available here (e.g. the compile job's module is missing)",
+    "unavailable": "the job is not available here (e.g. no ahead-of-time compile for this target)",
     "sandbox_error": "the sandbox could not start the child (bad interpreter path, ...)",
 }
 

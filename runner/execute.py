@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnosis.engine import sol
+from diagnosis.engine import devices, sol
 from diagnosis.engine import verdict as policy
 from diagnosis.engine.profile import DeviceSpec, ProfileResult
 from diagnosis.engine.verdict import Verdict
-from runner.protocol import DEVICES, JobError, JobRequest
+from runner.protocol import JobError, JobRequest
 from runner.sandbox import Limits, SandboxResponse, run_job
 
 # ---------------------------------------------------------------- outcomes
@@ -42,7 +42,7 @@ class JobCost:
     @property
     def device_s(self) -> float:
         """Seconds an accelerator was held: the child's whole wall time on cuda / npu, 0 on cpu."""
-        return self.wall_s if self.device != "cpu" else 0.0
+        return self.wall_s if devices.get(self.device).accelerator else 0.0
 
 
 @dataclass
@@ -354,8 +354,7 @@ class Executor:
         limits: Limits | Mapping[str, Limits] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if device not in DEVICES:
-            raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+        self.kind = devices.get(device)  # UnknownDevice, a ValueError, for an unregistered kind
         self.device = device
         self.target = target
         self.python = python
@@ -406,7 +405,7 @@ class Executor:
             "ok": response.ok,
             "error": response.error,
             "wall_s": response.wall_s,
-            "device_s": response.wall_s if self.device != "cpu" else 0.0,
+            "device_s": response.wall_s if self.kind.accelerator else 0.0,
             "network": response.network,
             "processes": response.processes,
         }

@@ -234,8 +234,7 @@ def _drive(claim: Claim, stop: StopCheck, *, executor: Any | None, proposer: Any
 def make_executor(run: DiagnosisRun) -> Any:
     from runner.execute import Executor
 
-    python = getattr(settings, f"KERNELOPT_PYTHON_{run.device.upper()}", None)
-    return Executor(run.device, run.target or None, python=python)
+    return Executor(run.device, run.target or None, python=settings.KERNELOPT_CHILD_PYTHONS.get(run.device))
 
 
 def make_proposer(name: str) -> Any:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from diagnosis.engine.errors import TierUnavailable
 from diagnosis.engine.evidence import Family, Finding, Tier, TierResult
 
 
@@ -750,7 +751,7 @@ class _Loop:
         meter = _Meter(self.executor)
         try:
             tr = self._run_tier(tier, parent, results)
-        except _TierUnavailable as exc:
+        except TierUnavailable as exc:
             tr = None
             self.tier_notes[key] = f"tier {int(tier)} unavailable: {exc}"
         self.tier_cache[key] = tr
@@ -773,7 +774,7 @@ class _Loop:
                 prof = self.executor.profile(parent.path, self.config.ncu)
                 self.profile_cache[parent.sha] = prof
             if not prof.ok or prof.profile is None:
-                raise _TierUnavailable("the profile job failed: " + _error_text(prof))
+                raise TierUnavailable("the profile job failed: " + _error_text(prof))
             return run_tier1(prof.profile, source=parent.source)
         if tier is Tier.IR:
             from diagnosis.engine.tier2 import run_tier2
@@ -790,7 +791,7 @@ class _Loop:
                 return self._compiled(parent, dumps=False, overrides=overrides, cases=None if case is None else [case])
 
             return run_tier3(compiled, parent.source, recompile=recompile, prior=prior)
-        raise _TierUnavailable(f"unknown tier {tier!r}")
+        raise TierUnavailable(f"unknown tier {tier!r}")
 
     def _dumps_in_tier2(self) -> bool:
         # One compile job with pass dumps serves tiers 2 and 3 when tier 3 may run: a second
@@ -813,7 +814,7 @@ class _Loop:
                 return self.compile_cache[key_dumps]
         if key in self.compile_cache:
             cached = self.compile_cache[key]
-            if isinstance(cached, _TierUnavailable):
+            if isinstance(cached, TierUnavailable):
                 raise cached
             return cached
         options: dict[str, Any] = {"pass_dumps": dumps}
@@ -821,7 +822,7 @@ class _Loop:
             options["overrides"] = overrides
         out = self.executor.compile(parent.path, self.config.target, options, cases=cases)
         if not out.ok or out.result is None:
-            err = _TierUnavailable("the compile job failed: " + _error_text(out))
+            err = TierUnavailable("the compile job failed: " + _error_text(out))
             self.compile_cache[key] = err
             raise err
         compiled = CompileResult.from_json(out.result)
@@ -1011,10 +1012,6 @@ class _Loop:
             Verdict.NO_GAIN,
             f"correct, {speed:.3f}x over its parent: within the floor of {100 * floor:.1f} %{tail}",
         )
-
-
-class _TierUnavailable(Exception):
-    """A tier could not produce evidence for this source (its job failed); the round goes on without it."""
 
 
 # --- helpers --------------------------------------------------------------------------------

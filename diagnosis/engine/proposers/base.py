@@ -14,22 +14,9 @@ import difflib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from diagnosis.engine.errors import ProposerError  # what a proposer raises: part of its interface
 from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.profile import DeviceSpec
-
-
-class ProposerError(Exception):
-    """A proposer could not produce a candidate (endpoint down, timeout, unusable answer).
-
-    The round loop records the message on the round and carries on; `permanent` says whether
-    trying the same proposer again in a later round is pointless (bad credentials, no model).
-    """
-
-    def __init__(self, message: str, *, permanent: bool = False, tokens: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.permanent = permanent
-        self.tokens = tokens  # tokens spent before the failure (an unusable answer still costs)
 
 
 @dataclass(frozen=True)
