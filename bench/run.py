@@ -46,7 +46,8 @@ if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
 
 from diagnosis.engine import devices, report  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
-from diagnosis.engine.loop import LoopConfig, LoopResult, NullObserver, RoundRecord, run_loop  # noqa: E402
+from diagnosis.engine.loop import run_loop  # noqa: E402
+from diagnosis.engine.records import LoopConfig, LoopResult, NullObserver, RoundRecord  # noqa: E402
 
 SUITE = ROOT / "bench" / "suite"
 DEFAULT_OUT = ROOT / "bench" / "results"

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from diagnosis.engine import devices
+from diagnosis.engine.verdict import Verdict as RoundVerdict
 
 
 class Team(models.Model):
@@ -133,12 +134,10 @@ class DiagnosisRun(models.Model):
 
 
 class Round(models.Model):
-    class Verdict(models.TextChoices):
-        PENDING = "pending", "pending"
-        IMPROVED = "improved", "improved"
-        NO_GAIN = "no-gain", "no gain"
-        FAILED = "failed", "failed"
-        INCONCLUSIVE = "inconclusive", "inconclusive"
+    # the engine's round verdicts, plus the state of a round still running
+    Verdict = models.TextChoices(
+        "Verdict", [("PENDING", ("pending", "pending")), *((v.name, (v.value, v.label)) for v in RoundVerdict)]
+    )
 
     run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="rounds")
     index = models.PositiveIntegerField()

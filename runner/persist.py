@@ -20,17 +20,17 @@ from django.db.models import F
 from diagnosis import models
 from diagnosis.engine import evidence as ev
 from diagnosis.engine import report
-from diagnosis.engine.loop import (
+from diagnosis.engine.proposers.base import Candidate
+from diagnosis.engine.records import (
     CandidateOutcome,
     CaseTiming,
     DecisionRecord,
     LoopResult,
     RoundRecord,
-    Verdict,
     VersionStats,
-    geomean,
     sha256,
 )
+from diagnosis.engine.verdict import Verdict, geomean
 
 MAX_EXCERPT_CHARS = 8000  # per evidence excerpt kept on a Finding; the whole text is an Artefact
 ARTEFACT_KINDS = frozenset(models.Artefact.Kind.values)
@@ -73,10 +73,8 @@ def artefact_row(run: models.DiagnosisRun, round_row: models.Round | None, a: ev
     return models.Artefact.build(run=run, round=round_row, kind=kind, name=name, text=a.text)
 
 
-def decision_json(d: DecisionRecord | Any) -> dict[str, Any]:
-    if isinstance(d, DecisionRecord):
-        return report.decision_json(d)
-    return {"decision": str(d)}
+def decision_json(d: DecisionRecord) -> dict[str, Any]:
+    return report.decision_json(d)
 
 
 def case_json(
@@ -236,7 +234,7 @@ class RunRecorder:
         self.findings[index] = {}
         models.DiagnosisRun.objects.filter(id=self.run.id).update(current_round=stored, current_tier=0)
 
-    def tier_done(self, index: int, tier_result: ev.TierResult, decision: Any) -> None:
+    def tier_done(self, index: int, tier_result: ev.TierResult, decision: DecisionRecord) -> None:
         row = self._round(index)
         with transaction.atomic():
             self._save_findings(index, tier_result.findings)
@@ -244,12 +242,11 @@ class RunRecorder:
                 [artefact_row(self.run, row, a) for a in tier_result.artefacts]
             )
             row.tier_reached = max(row.tier_reached, int(tier_result.tier))
-            if decision is not None:
-                row.escalation = [*row.escalation, decision_json(decision)]
+            row.escalation = [*row.escalation, decision_json(decision)]
             row.save(update_fields=["tier_reached", "escalation"])
             models.DiagnosisRun.objects.filter(id=self.run.id).update(current_tier=int(tier_result.tier))
 
-    def proposal_made(self, index: int, candidate: Any) -> None:
+    def proposal_made(self, index: int, candidate: Candidate) -> None:
         row = self._round(index)
         parent = self.parent_sources.get(index, "")
         with transaction.atomic():
@@ -268,7 +265,7 @@ class RunRecorder:
             proposal.findings.set([f for f in self.findings.get(index, {}).values() if f.code in addressed])
         self.proposals[(index, sha256(candidate.source))] = proposal
 
-    def proposal_verified(self, index: int, candidate: Any, outcome: CandidateOutcome) -> None:
+    def proposal_verified(self, index: int, candidate: Candidate, outcome: CandidateOutcome) -> None:
         proposal = self.proposals.get((index, sha256(candidate.source)))
         if proposal is None:  # the loop verified something it did not announce: record it now
             self.proposal_made(index, candidate)

@@ -35,7 +35,8 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from diagnosis.engine.loop import LoopConfig, LoopResult, StopReason, run_loop
+from diagnosis.engine.loop import run_loop
+from diagnosis.engine.records import LoopConfig, LoopResult, StopReason
 from diagnosis.models import DiagnosisRun, Round
 from runner import persist
 from runner.dispatch import enqueue_run, with_last_error

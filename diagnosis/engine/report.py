@@ -10,18 +10,19 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from diagnosis.engine.loop import (
+from diagnosis.engine.proposers.base import Candidate
+from diagnosis.engine.records import (
     CandidateOutcome,
     CaseTiming,
     DecisionRecord,
     Hypothesis,
     LoopResult,
-    ProposalRecord,
     RoundCost,
     RoundRecord,
     VersionStats,
-    geomean,
+    sha256,
 )
+from diagnosis.engine.verdict import geomean
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:
@@ -67,11 +68,11 @@ def decision_json(d: DecisionRecord) -> dict[str, Any]:
     }
 
 
-def proposal_json(p: ProposalRecord | None, *, sources: bool = False) -> dict[str, Any] | None:
+def proposal_json(p: Candidate | None, *, sources: bool = False) -> dict[str, Any] | None:
     if p is None:
         return None
     out = {
-        "sha256": p.sha256,
+        "sha256": sha256(p.source),
         "family": str(p.family),
         "rationale": p.rationale,
         "proposer": p.proposer,

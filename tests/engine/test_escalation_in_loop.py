@@ -14,7 +14,7 @@ import pytest
 
 from diagnosis.engine.errors import TierUnavailable
 from diagnosis.engine.evidence import Family, Tier, TierResult
-from diagnosis.engine.loop import Verdict
+from diagnosis.engine.verdict import Verdict
 from tests.engine.test_loop import (
     HI,
     LC,

@@ -205,7 +205,7 @@ def test_an_untimed_proposal_says_it_was_checked_for_correctness_only(client, re
 
 
 def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewer, proposal):
-    from diagnosis.engine.loop import CandidateOutcome, CaseTiming
+    from diagnosis.engine.records import CandidateOutcome, CaseTiming
     from runner.persist import outcome_json
 
     chosen = "matmul_kernel: BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3"
@@ -232,7 +232,7 @@ def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewe
 
 def test_the_review_page_shows_each_cases_noise_floor_and_timing_rounds(client, reviewer, proposal):
     """A reviewer can see what a verdict stood on: the parent's spread and every round."""
-    from diagnosis.engine.loop import CandidateOutcome, CaseTiming
+    from diagnosis.engine.records import CandidateOutcome, CaseTiming
     from runner.persist import outcome_json
 
     outcome = CandidateOutcome(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.engine.loop import sha256
+from diagnosis.engine.records import sha256
 from diagnosis.models import Artefact, DiagnosisRun, Finding, Proposal, Round
 from runner import persist, pipeline
 from tests.worker.fakes import PTX, ScriptedLoop

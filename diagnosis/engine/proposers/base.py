@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 from diagnosis.engine.errors import ProposerError  # what a proposer raises: part of its interface
 from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.profile import DeviceSpec
+from diagnosis.engine.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class RoundHistory:
 
     index: int
     family: Family | None  # the family of its proposal; None when it proposed nothing
-    verdict: str  # improved, no-gain, failed, inconclusive
+    verdict: Verdict
     proposer: str = ""
     findings: tuple[str, ...] = ()  # finding codes the proposal addressed
     speedup: float | None = None  # vs its parent, when it was timed
@@ -81,7 +82,7 @@ class ProposalContext:
 
     def failed_families(self) -> set[Family]:
         """Families whose proposals failed verification or brought no gain."""
-        return {h.family for h in self.history if h.family is not None and h.verdict in ("failed", "no-gain")}
+        return {h.family for h in self.history if h.family is not None and h.verdict.rejected}
 
 
 @runtime_checkable
