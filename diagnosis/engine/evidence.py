@@ -20,10 +20,20 @@ class Tier(enum.IntEnum):
 
 
 class Severity(enum.StrEnum):
+    """How much a finding matters; members are in rising order (`rank`)."""
+
     INFO = "info"
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        """0 for INFO up to 3 for HIGH: what escalation's score multiplies and every tier compares."""
+        return _SEVERITY_ORDER.index(self)
+
+
+_SEVERITY_ORDER = tuple(Severity)
 
 
 class Family(enum.StrEnum):

@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from diagnosis.engine.counterfactual import PIPELINE, VECTORIZE, Hypothesis, diff_tables, run_counterfactual
+from diagnosis.engine.counterfactual import (
+    PIPELINE,
+    VECTORIZE,
+    Counterfactual,
+    diff_tables,
+    run_counterfactual,
+)
 from diagnosis.engine.evidence import Family, Tier
 from diagnosis.engine.ir import CompileResult
 from diagnosis.engine.tier3 import pass_diff, run_tier3
@@ -141,7 +147,7 @@ def test_it_names_ieee_precision_as_the_reason_the_dot_uses_fma() -> None:
 
 def test_it_confirms_a_source_transform_given_as_an_alternative_file() -> None:
     before = compiled("dot_fp32_ieee")
-    h = Hypothesis(
+    h = Counterfactual(
         "bmm_kernel", {"source": str(KERNELS / "dot_tf32.py")}, "tensor_cores", (), Family.DOT_PRECISION
     )
     cf = run_counterfactual(h, before, recompile_for("dot_fp32_ieee"))
@@ -151,7 +157,7 @@ def test_it_confirms_a_source_transform_given_as_an_alternative_file() -> None:
 
 def test_it_reports_a_hypothesis_that_changes_nothing() -> None:
     before = compiled("colsum_strided")
-    h = Hypothesis("colsum_kernel", {"divisibility": ["M"]}, VECTORIZE, (16,), Family.HINTS)
+    h = Counterfactual("colsum_kernel", {"divisibility": ["M"]}, VECTORIZE, (16,), Family.HINTS)
     cf = run_counterfactual(h, before, recompile_for("colsum_strided"))
     assert cf.code == "CG_COUNTERFACTUAL_NO_EFFECT"
     assert "stay 32-bit" in cf.message
