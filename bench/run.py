@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from diagnosis.engine import devices, report  # noqa: E402
+from diagnosis.engine import devices, report, serialize  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
 from diagnosis.engine.loop import run_loop  # noqa: E402
 from diagnosis.engine.records import LoopConfig, LoopResult, NullObserver, RoundRecord  # noqa: E402
@@ -160,7 +160,7 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             op_deadline = deadline if op_deadline is None else min(op_deadline, deadline)
         observer = BenchObserver(name, op_deadline, quiet=args.quiet)
         result = run_loop(source, executor=executor, config=config, observer=observer)
-        record.update(report.loop_result_json(result, sources=False, rounds=True))
+        record.update(serialize.loop_result_json(result, sources=False, rounds=True))
         record["best_source"] = result.best_source if result.improved else None
         record["device_name"] = result.device_name
         if result.initial is None:

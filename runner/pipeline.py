@@ -35,6 +35,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from diagnosis.engine import serialize
 from diagnosis.engine.loop import run_loop
 from diagnosis.engine.records import LoopConfig, LoopResult, StopReason
 from diagnosis.models import DiagnosisRun, Round
@@ -265,7 +266,7 @@ def finish(
     claim: Claim, run: DiagnosisRun, result: LoopResult, recorder: persist.RunRecorder, stop: StopCheck
 ) -> None:
     now = timezone.now()
-    summary = persist.result_summary(
+    summary = serialize.summary_json(
         result, best_proposal_id=recorder.best_proposal_id(result.best_source), attempt=claim.attempt
     )
     # Rounds already added their own cost; the rest is the baseline and the loop's overhead.

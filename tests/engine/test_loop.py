@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from diagnosis.engine import loop as loop_mod
-from diagnosis.engine import report, sol
+from diagnosis.engine import serialize, sol
 from diagnosis.engine.errors import JobError, ProposerError
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult, register_code
 from diagnosis.engine.executor import (
@@ -600,7 +600,7 @@ def test_a_round_records_hypothesis_evidence_proposal_verdict_and_cost(scripted_
     # the verify job's per-case autotune choices reach the round and its JSON
     labels = [f"case {i}" for i in range(N_CASES)]
     assert r.outcome.autotune_choices == tuple((label, (CHOSEN,)) for label in labels)
-    assert report.outcome_json(r.outcome)["autotune_choices"] == {label: [CHOSEN] for label in labels}
+    assert serialize.outcome_json(r.outcome)["autotune_choices"] == {label: [CHOSEN] for label in labels}
 
 
 def test_the_observer_sees_every_step_in_order(scripted_tiers) -> None:
@@ -672,7 +672,7 @@ def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> Non
     # the rounds behind the floor are kept: the parent's slow second round in case 0
     cand_rounds, parent_rounds = first.outcome.case_rounds[0]
     assert parent_rounds == pytest.approx((2.0, 2.8, 2.0)) and cand_rounds == pytest.approx((2.0 / 1.3,) * 3)
-    rounds_json = report.loop_result_json(result, sources=False, rounds=True)["rounds"][0]["outcome"]["case_rounds"]
+    rounds_json = serialize.loop_result_json(result, sources=False, rounds=True)["rounds"][0]["outcome"]["case_rounds"]
     assert rounds_json[0]["parent_ms"] == [2.0, 2.8, 2.0] and len(rounds_json) == len(first.outcome.cases)
     assert first.verdict is Verdict.IMPROVED, first.reason
     assert "floor 13.4 %" in first.reason  # (1.40 * 1.02 * 1.02) ** (1/3) - 1: floors of at least the 2 % minimum gain
