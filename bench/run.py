@@ -48,6 +48,8 @@ from diagnosis.engine import devices, report, serialize  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
 from diagnosis.engine.loop import run_loop  # noqa: E402
 from diagnosis.engine.records import LoopConfig, LoopResult, NullObserver, RoundRecord  # noqa: E402
+from runner.execute import Executor  # noqa: E402
+from runner.sandbox import Limits  # noqa: E402
 
 SUITE = ROOT / "bench" / "suite"
 DEFAULT_OUT = ROOT / "bench" / "results"
@@ -121,14 +123,8 @@ class BenchObserver(NullObserver):
         return False
 
 
-def make_executor(device: str, target: str | None, job_timeout: float | None) -> Any:
-    from runner.execute import Executor
-
-    limits = None
-    if job_timeout:
-        from runner.sandbox import Limits
-
-        limits = Limits(wall_s=job_timeout)
+def make_executor(device: str, target: str | None, job_timeout: float | None) -> Executor:
+    limits = Limits(wall_s=job_timeout) if job_timeout else None
     return Executor(device, target, python=sys.executable, limits=limits)
 
 
@@ -182,27 +178,26 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
     return record
 
 
-def job_summary(executor: Any) -> dict[str, dict[str, Any]]:
+def job_summary(executor: Executor) -> dict[str, dict[str, Any]]:
     """Child jobs by kind: how many, their wall seconds (what the device time went to) and
     those seconds by phase (`runner.childlib.phases`, plus 'process' for start-up and exit)."""
     out: dict[str, dict[str, Any]] = {}
-    for c in getattr(executor, "costs", []):
+    for c in executor.costs:
         row = out.setdefault(c.job, {"n": 0, "wall_s": 0.0, "phases": {}})
         row["n"] += 1
         row["wall_s"] = round(row["wall_s"] + c.wall_s, 3)
-        for name, seconds in (getattr(c, "phases", None) or {}).items():
+        for name, seconds in c.phases.items():
             row["phases"][name] = round(row["phases"].get(name, 0.0) + seconds, 3)
     return out
 
 
-def job_timeline(executor: Any) -> list[dict[str, Any]]:
+def job_timeline(executor: Executor) -> list[dict[str, Any]]:
     """Every child job in order: kind, start (epoch seconds), wall seconds and phases. With
     --jobs N the operators' timelines show what ran beside a job (a slow case's timing window
     is the end of its verify job: `timing` is that job's last phase)."""
     return [
-        {"job": c.job, "start": round(getattr(c, "started_at", 0.0), 3), "wall_s": c.wall_s, "ok": c.ok,
-         "phases": dict(getattr(c, "phases", None) or {})}  # fmt: skip
-        for c in getattr(executor, "costs", [])
+        {"job": c.job, "start": round(c.started_at, 3), "wall_s": c.wall_s, "ok": c.ok, "phases": dict(c.phases)}
+        for c in executor.costs
     ]
 
 
@@ -216,7 +211,7 @@ def phase_totals(ops: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
-def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
+def final_check(executor: Executor, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
     """Verify the best version once more on seeds the loop never used: 'ok' or 'incorrect'.
 
     The loop verified every accepted proposal already; this guards the reported figures
@@ -229,8 +224,7 @@ def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> 
         path = Path(tmp) / "best.py"
         path.write_text(result.best_source)
         outcome = executor.verify(str(path), seeds=list(FINAL_CHECK_SEEDS), time=False)
-    device_s = float(getattr(outcome, "device_s", 0.0) or 0.0)
-    return ("ok" if outcome.ok and outcome.passed else "incorrect"), device_s
+    return ("ok" if outcome.ok and outcome.passed else "incorrect"), outcome.device_s
 
 
 # --- many operators ---------------------------------------------------------------------------

@@ -24,9 +24,10 @@ from diagnosis import access
 from diagnosis.engine.evidence import ArtefactRef
 from diagnosis.engine.records import CandidateOutcome
 from diagnosis.engine.serialize import artefact_ref_from_json, verification_from_json
+from diagnosis.errors import DecisionRefused
 from diagnosis.forms import DecisionForm, UploadForm
 from diagnosis.models import Artefact, DiagnosisRun, Proposal, Review
-from diagnosis.reviews import DecisionRefused, accept_proposal, reject_proposal
+from diagnosis.reviews import accept_proposal, reject_proposal
 from diagnosis.templatetags.kernelopt import ARTEFACT_PAGE_LINES
 
 ARTEFACT_TRUNCATE_BYTES = 8 * 1024 * 1024  # beyond this the page shows the first part and a download link

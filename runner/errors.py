@@ -81,6 +81,16 @@ class SandboxError(RunnerError):
     kind = "sandbox_error"
 
 
+class RunFailed(Exception):
+    """A run that cannot succeed, whatever worker tries it (bad configuration, an unknown
+    proposer): no job ran, so it has no job kind. Stored as the run's error with status
+    `failed`; never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def classify_exception(exc: BaseException) -> str:
     """The error kind for an exception raised by user code, without importing torch or triton.
 

@@ -41,22 +41,12 @@ from diagnosis.engine.records import LoopConfig, LoopResult, StopReason
 from diagnosis.models import DiagnosisRun, Round
 from runner import persist
 from runner.dispatch import enqueue_run, with_last_error
+from runner.errors import RunFailed
 
 logger = logging.getLogger(__name__)
 Status = DiagnosisRun.Status
 
 MAX_ERROR_CHARS = 4000
-
-
-class RunFailed(Exception):
-    """The run cannot succeed, whatever worker tries it (bad configuration, unusable upload).
-
-    Stored as the run's error with status `failed`; never retried.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -315,7 +305,7 @@ def record_failure(claim: Claim, exc: BaseException, *, retry: bool = True) -> s
             return Status.FAILED
         return ""
     if owned(claim).update(status=Status.QUEUED, heartbeat_at=now, error=message):
-        backoff_ms = int(1000 * getattr(settings, "KERNELOPT_RETRY_BACKOFF_S", 5.0) * claim.attempt)
+        backoff_ms = int(1000 * settings.KERNELOPT_RETRY_BACKOFF_S * claim.attempt)
         enqueue_run(claim.run_id, claim.device, delay_ms=backoff_ms or None)
         return Status.QUEUED
     return ""
