@@ -1,5 +1,6 @@
 """Tier 3 on the problem kernels: the reason each optimization did not fire, and
-counterfactual recompiles that confirm it before any hardware run."""
+counterfactual recompiles that confirm it before any hardware run. The compiles run on CPU
+through the compile job (runner.childlib.compile), so these live with the runner's tests."""
 
 from __future__ import annotations
 
@@ -20,14 +21,13 @@ from diagnosis.engine.counterfactual import (
 from diagnosis.engine.evidence import Family, Tier
 from diagnosis.engine.ir import CompileResult
 from diagnosis.engine.tier3 import pass_diff, run_tier3
+from runner.childlib.compile import compile_job
+from runner.protocol import JobRequest
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 def _compile(name: str, overrides: dict[str, Any] | None = None, dumps: bool = True) -> CompileResult:
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
     options: dict[str, Any] = {"pass_dumps": dumps, "sass": False}
     if overrides:
         options["overrides"] = overrides
@@ -201,9 +201,6 @@ def test_a_two_case_compile_explains_the_odd_case_of_a_gemm() -> None:
     loads with no cp.async; case 0 (4096^3) to a pipelined loop. Compiled together, tier 3
     names the strides and its counterfactual recompile of case 4's kernel turns the loads
     into async copies; the kernel of case 0 is never the one compared."""
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
     module = SUITE / "01_gemm_fp16.py"
     if not module.is_file():
         pytest.skip("bench/suite is absent")
