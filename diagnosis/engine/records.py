@@ -53,7 +53,7 @@ class StopReason(enum.StrEnum):
     DIAGNOSED_ONLY = "diagnosed_only"  # no case fits this device's correctness check: evidence only
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopConfig:
     """What one run may spend and where it runs.
 
