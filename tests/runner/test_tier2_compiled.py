@@ -12,6 +12,7 @@ import pytest
 
 from diagnosis.engine.evidence import Family, Tier
 from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.serialize import finding_json
 from diagnosis.engine.tier2 import run_tier2
 from runner.childlib.compile import compile_job
 from runner.protocol import JobRequest
@@ -61,7 +62,7 @@ CLEAN = [
 @pytest.mark.parametrize(("name", "code", "line"), FLAGGED)
 def test_it_flags_the_problem_at_its_line(name: str, code: str, line: int) -> None:
     result = tier2(name)
-    assert line in codes_at(result, code), [f.to_json() for f in result.findings]
+    assert line in codes_at(result, code), [finding_json(f) for f in result.findings]
     finding = next(f for f in result.findings if f.code == code and line in f.lines)
     assert finding.tier == Tier.IR
     assert finding.evidence and finding.evidence[0].excerpt

@@ -20,6 +20,7 @@ from diagnosis.engine.counterfactual import (
 )
 from diagnosis.engine.evidence import Family, Tier
 from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.serialize import finding_json
 from diagnosis.engine.tier3 import pass_diff, run_tier3
 from runner.childlib.compile import compile_job
 from runner.protocol import JobRequest
@@ -80,7 +81,7 @@ CLEAN = [
 def test_it_names_why_the_optimization_did_not_fire(name: str, code: str, line: int) -> None:
     result = tier3(name)
     hits = findings(result, code)
-    assert hits and any(line in f.lines for f in hits), [f.to_json() for f in result.findings]
+    assert hits and any(line in f.lines for f in hits), [finding_json(f) for f in result.findings]
     assert all(f.tier == Tier.COMPILER for f in hits)
     assert result.localizes
 
