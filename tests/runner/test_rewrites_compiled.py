@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from diagnosis.engine.counterfactual import Counterfactual, run_counterfactual
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.ir import CompileResult
 from diagnosis.engine.proposers.base import ProposalContext
@@ -19,8 +20,10 @@ from diagnosis.engine.tier3 import run_tier3
 from runner.childlib.compile import compile_job
 from runner.protocol import JobRequest
 from tests.engine.rules_cases import harness as h
+from tests.engine.test_rules_dot_precision import IEEE_KERNEL
 from tests.engine.test_rules_hoist import BIAS_ROWS
 from tests.engine.test_rules_pad_operands import GEMM_BLOCKERS, SUITE, blocked, suite
+from tests.runner.test_tier3_compiled import compiled, recompile_for
 
 # --- HOIST ----------------------------------------------------------------------------------
 
@@ -125,3 +128,19 @@ def test_tier_3s_findings_on_the_odd_case_lead_the_rules_proposer_here() -> None
     candidates = RulesProposer().propose(src, findings, ProposalContext(cases=cases))
     assert candidates and candidates[0].rationale.startswith("[hints]")
     assert "pad16(a)" in candidates[0].source, candidates[0].rationale[-600:]
+
+
+# --- DOT_PRECISION --------------------------------------------------------------------------
+
+
+def test_the_rewrite_compiles_to_tensor_core_instructions(tmp_path: Path) -> None:
+    """Compiler-grounded: the ieee kernel's dot lowers to FMA (no MMA), the rule's rewrite of the
+    same module to tensor-core instructions (sm_90 compile, no GPU needed)."""
+    rw = apply_family(Family.DOT_PRECISION, IEEE_KERNEL, h.rule_input())
+    assert rw is not None
+    after = tmp_path / "dot_after_rule.py"
+    after.write_text(rw.source)
+    hyp = Counterfactual("bmm_kernel", {"source": str(after)}, "tensor_cores", (), Family.DOT_PRECISION)
+    cf = run_counterfactual(hyp, compiled("dot_fp32_ieee"), recompile_for("dot_fp32_ieee"))
+    assert cf.code == "CG_COUNTERFACTUAL"
+    assert cf.args["before"]["tensor_core_instructions"] == 0 < cf.args["after"]["tensor_core_instructions"]
