@@ -707,7 +707,8 @@ def test_recorded_launch_sizes_go_to_the_case_of_the_same_kind_and_index() -> No
 def test_tiers_2_and_3_also_compile_the_case_furthest_below_sol(
     tmp_path: Path, pct_sol: list[float | None], expected: list[int] | None
 ) -> None:
-    from diagnosis.engine.loop import VersionStats, _Loop, _Version
+    from diagnosis.engine.loop import _Loop, _Version
+    from diagnosis.engine.records import VersionStats
 
     loop = _Loop("x = 1\n", FakeTimingExecutor(), LoopConfig(device="cuda"), None, None, tmp_path)
     (tmp_path / "k.py").write_text("x = 1\n")
