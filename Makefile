@@ -10,7 +10,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernelopt-installed
 ADDRESS ?= 127.0.0.1:8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kernelopt
-QUEUES ?= cuda npu cpu
+# the queues of every device kind diagnosis.engine.devices registers
+QUEUES ?= $(shell $(PY) -m diagnosis.engine.devices)
 # triton-ascend 3.2.0 is a cp311 wheel only, whatever PYTHON is.
 ASCEND_PYTHON ?= $(shell command -v python3.11)
 ASCEND_VENV := .venv-ascend

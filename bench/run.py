@@ -44,9 +44,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from diagnosis.engine import report  # noqa: E402
+from diagnosis.engine import devices, report, serialize  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
-from diagnosis.engine.loop import LoopConfig, LoopResult, NullObserver, RoundRecord, run_loop  # noqa: E402
+from diagnosis.engine.loop import run_loop  # noqa: E402
+from diagnosis.engine.records import LoopConfig, LoopResult, NullObserver, RoundRecord  # noqa: E402
+from runner.execute import Executor  # noqa: E402
+from runner.sandbox import Limits  # noqa: E402
 
 SUITE = ROOT / "bench" / "suite"
 DEFAULT_OUT = ROOT / "bench" / "results"
@@ -120,14 +123,8 @@ class BenchObserver(NullObserver):
         return False
 
 
-def make_executor(device: str, target: str | None, job_timeout: float | None) -> Any:
-    from runner.execute import Executor
-
-    limits = None
-    if job_timeout:
-        from runner.sandbox import Limits
-
-        limits = Limits(wall_s=job_timeout)
+def make_executor(device: str, target: str | None, job_timeout: float | None) -> Executor:
+    limits = Limits(wall_s=job_timeout) if job_timeout else None
     return Executor(device, target, python=sys.executable, limits=limits)
 
 
@@ -159,7 +156,7 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             op_deadline = deadline if op_deadline is None else min(op_deadline, deadline)
         observer = BenchObserver(name, op_deadline, quiet=args.quiet)
         result = run_loop(source, executor=executor, config=config, observer=observer)
-        record.update(report.loop_result_json(result, sources=False, rounds=True))
+        record.update(serialize.loop_result_json(result, sources=False, rounds=True))
         record["best_source"] = result.best_source if result.improved else None
         record["device_name"] = result.device_name
         if result.initial is None:
@@ -181,27 +178,26 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
     return record
 
 
-def job_summary(executor: Any) -> dict[str, dict[str, Any]]:
+def job_summary(executor: Executor) -> dict[str, dict[str, Any]]:
     """Child jobs by kind: how many, their wall seconds (what the device time went to) and
     those seconds by phase (`runner.childlib.phases`, plus 'process' for start-up and exit)."""
     out: dict[str, dict[str, Any]] = {}
-    for c in getattr(executor, "costs", []):
+    for c in executor.costs:
         row = out.setdefault(c.job, {"n": 0, "wall_s": 0.0, "phases": {}})
         row["n"] += 1
         row["wall_s"] = round(row["wall_s"] + c.wall_s, 3)
-        for name, seconds in (getattr(c, "phases", None) or {}).items():
+        for name, seconds in c.phases.items():
             row["phases"][name] = round(row["phases"].get(name, 0.0) + seconds, 3)
     return out
 
 
-def job_timeline(executor: Any) -> list[dict[str, Any]]:
+def job_timeline(executor: Executor) -> list[dict[str, Any]]:
     """Every child job in order: kind, start (epoch seconds), wall seconds and phases. With
     --jobs N the operators' timelines show what ran beside a job (a slow case's timing window
     is the end of its verify job: `timing` is that job's last phase)."""
     return [
-        {"job": c.job, "start": round(getattr(c, "started_at", 0.0), 3), "wall_s": c.wall_s, "ok": c.ok,
-         "phases": dict(getattr(c, "phases", None) or {})}  # fmt: skip
-        for c in getattr(executor, "costs", [])
+        {"job": c.job, "start": round(c.started_at, 3), "wall_s": c.wall_s, "ok": c.ok, "phases": dict(c.phases)}
+        for c in executor.costs
     ]
 
 
@@ -215,7 +211,7 @@ def phase_totals(ops: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
-def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
+def final_check(executor: Executor, result: LoopResult, args: argparse.Namespace) -> tuple[str, float]:
     """Verify the best version once more on seeds the loop never used: 'ok' or 'incorrect'.
 
     The loop verified every accepted proposal already; this guards the reported figures
@@ -228,8 +224,7 @@ def final_check(executor: Any, result: LoopResult, args: argparse.Namespace) -> 
         path = Path(tmp) / "best.py"
         path.write_text(result.best_source)
         outcome = executor.verify(str(path), seeds=list(FINAL_CHECK_SEEDS), time=False)
-    device_s = float(getattr(outcome, "device_s", 0.0) or 0.0)
-    return ("ok" if outcome.ok and outcome.passed else "incorrect"), device_s
+    return ("ok" if outcome.ok and outcome.passed else "incorrect"), outcome.device_s
 
 
 # --- many operators ---------------------------------------------------------------------------
@@ -598,7 +593,7 @@ def write_outputs(
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="*", help="directories of modules, or module files (default: bench/suite)")
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu", "npu"))
+    p.add_argument("--device", default="cuda", choices=devices.NAMES)
     p.add_argument("--target", default=None, help="compile target for tiers 2/3 (default: the device's)")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--out", default=str(DEFAULT_OUT))

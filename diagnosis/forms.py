@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
@@ -16,28 +15,11 @@ from django.db.models import Max
 from diagnosis.access import visible_teams
 from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Review
 from diagnosis.validation import ValidationResult, validate_module_source
-
-logger = logging.getLogger(__name__)
+from runner.dispatch import enqueue_run
 
 TARGET_SUGGESTIONS = ("sm_90", "sm_100", "sm_89", "sm_80", "gfx942", "npu:Ascend910B3")
 _TARGET_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,40}$")
 MAX_ROUND_BUDGET = 100
-
-
-def enqueue_run(run_id: int, device: str) -> None:
-    """Hand the run id to the broker (runner.dispatch); the run row is already committed.
-
-    runner.dispatch is written alongside this app; until it exists the run simply stays
-    queued (the stale-run sweep sends queued runs again), so the fallback only logs.
-    """
-    try:
-        from runner.dispatch import enqueue_run as dispatch
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("runner.dispatch", "runner"):
-            raise
-        logger.warning("runner.dispatch is not available; run %s stays queued for device %s", run_id, device)
-        return
-    dispatch(run_id, device)
 
 
 @dataclass(frozen=True)
@@ -170,6 +152,7 @@ class UploadForm(forms.Form):
                 round_budget=data["round_budget"],
                 requested_by=self.user,
             )
+            # sent once the rows are committed, so a worker never looks for a run not there yet
             transaction.on_commit(partial(enqueue_run, run.pk, run.device), robust=True)
         return UploadOutcome(kernel, version, run, created_kernel, reused)
 

@@ -10,6 +10,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from diagnosis.engine import devices
+from diagnosis.engine.verdict import Verdict as RoundVerdict
+
 
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
@@ -85,10 +88,8 @@ class DiagnosisRun(models.Model):
         FAILED = "failed", "failed"
         CANCELLED = "cancelled", "cancelled"
 
-    class Device(models.TextChoices):
-        CUDA = "cuda", "CUDA GPU"
-        NPU = "npu", "Ascend NPU"
-        CPU = "cpu", "CPU (compile-only tiers, interpreter correctness)"
+    # the kinds of diagnosis.engine.devices: a kind registered there is a choice here
+    Device = models.TextChoices("Device", [(k.name.upper(), (k.name, k.label)) for k in devices.KINDS.values()])
 
     FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
 
@@ -133,12 +134,10 @@ class DiagnosisRun(models.Model):
 
 
 class Round(models.Model):
-    class Verdict(models.TextChoices):
-        PENDING = "pending", "pending"
-        IMPROVED = "improved", "improved"
-        NO_GAIN = "no-gain", "no gain"
-        FAILED = "failed", "failed"
-        INCONCLUSIVE = "inconclusive", "inconclusive"
+    # the engine's round verdicts, plus the state of a round still running
+    Verdict = models.TextChoices(
+        "Verdict", [("PENDING", ("pending", "pending")), *((v.name, (v.value, v.label)) for v in RoundVerdict)]
+    )
 
     run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="rounds")
     index = models.PositiveIntegerField()

@@ -6,46 +6,30 @@ once give exactly one decision; the second is refused with `DecisionRefused`.
 
 from __future__ import annotations
 
-import difflib
-import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from diagnosis.engine.evidence import Finding as EngineFinding
+from diagnosis.engine.patterns import PatternSpec, distill_pattern
+from diagnosis.engine.proposers.base import unified_diff
+from diagnosis.engine.serialize import finding_from_json
+from diagnosis.errors import DecisionRefused
 from diagnosis.forms import next_version_number
-from diagnosis.models import Finding, Kernel, KernelVersion, Pattern, Proposal, Review, Team
+from diagnosis.models import Kernel, KernelVersion, Pattern, Proposal, Review, Team
 
-logger = logging.getLogger(__name__)
-
-
-class DecisionRefused(Exception):
-    """The proposal is not pending (already decided, or it failed verification)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+# the columns of a Finding row: the finding's stored JSON (diagnosis.engine.serialize)
+FINDING_COLUMNS = ("code", "tier", "severity", "family", "message", "args", "lines", "kernel", "gain", "evidence")
 
 
 @dataclass(frozen=True)
 class Accepted:
     review: Review
     version: KernelVersion
-    pattern: Pattern | None
+    pattern: Pattern
     reused_version: bool = False
-
-
-@dataclass(frozen=True)
-class _Spec:
-    """The fallback pattern when diagnosis.engine.patterns is not there."""
-
-    family: str
-    mechanism: str
-    before: str
-    after: str
-    evidence_codes: list[str] = field(default_factory=list)
-    signature: dict = field(default_factory=dict)
 
 
 def _lock_pending(proposal: Proposal, reviewer) -> Proposal:
@@ -120,125 +104,28 @@ def reject_proposal(proposal: Proposal, reviewer, comment: str = "") -> Review:
     return review
 
 
-def _engine_findings(rows: list[Finding]) -> list:
-    """The proposal's findings as engine records (diagnosis.engine.evidence.Finding).
-
-    A stored code may not be registered in this process (its tier module was never imported
-    by the web, or the code was retired since); such findings keep their stored tier, family
-    and message instead of failing the decision.
-    """
-    from diagnosis.engine.evidence import ArtefactRef, CodeInfo, Family, Severity, Tier, code_info
-    from diagnosis.engine.evidence import Finding as EngineFinding
-
-    @dataclass(frozen=True)
-    class StoredFinding(EngineFinding):
-        stored_tier: int = 0
-        stored_message: str = ""
-
-        @property
-        def info(self) -> CodeInfo:
-            try:
-                return code_info(self.code)
-            except KeyError:
-                template = self.stored_message.replace("{", "{{").replace("}", "}}")
-                try:
-                    tier = Tier(self.stored_tier)
-                except ValueError:
-                    tier = Tier.TRIAGE
-                return CodeInfo(self.code, tier, self.family_override or Family.NONE, template)
-
-    out = []
-    for row in rows:
-        try:
-            severity = Severity(row.severity)
-        except ValueError:
-            severity = Severity.INFO
-        try:
-            family = Family(row.family) if row.family else None
-        except ValueError:
-            family = None
-        refs = tuple(
-            ArtefactRef(
-                kind=str(ref.get("kind", "")),
-                kernel=str(ref.get("kernel", "")),
-                lines=tuple(ref.get("lines") or ()),
-                excerpt=str(ref.get("excerpt", "")),
-                name=str(ref.get("name", "")),
-            )
-            for ref in (row.evidence or [])
-            if isinstance(ref, dict)
-        )
-        out.append(
-            StoredFinding(
-                code=row.code,
-                severity=severity,
-                args=dict(row.args or {}),
-                lines=tuple(row.lines or ()),
-                kernel=row.kernel,
-                evidence=refs,
-                gain=row.gain,
-                family_override=family,
-                stored_tier=row.tier,
-                stored_message=row.message,
-            )
-        )
-    return out
+def _engine_findings(proposal: Proposal) -> list[EngineFinding]:
+    """The proposal's findings as engine records, decoded from their rows' columns. A stored
+    code this process does not register (its tier module was never imported by the web, or
+    the code was retired since) keeps its stored tier, family and message."""
+    return [finding_from_json(row) for row in proposal.findings.values(*FINDING_COLUMNS)]
 
 
-def changed_lines(before: str, after: str) -> tuple[str, str]:
-    """The removed and the added lines of a rewrite, without context."""
-    removed, added = [], []
-    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm="")
-    for line in diff:
-        if line.startswith(("---", "+++", "@@")):
-            continue
-        if line.startswith("-"):
-            removed.append(line[1:])
-        elif line.startswith("+"):
-            added.append(line[1:])
-    return "\n".join(removed), "\n".join(added)
-
-
-def _distil(proposal: Proposal, findings: list[Finding]):
-    """A PatternSpec from diagnosis.engine.patterns, or a plain diff-based one without it."""
-    try:
-        from diagnosis.engine.patterns import distill_pattern
-    except ModuleNotFoundError as exc:
-        if exc.name != "diagnosis.engine.patterns":
-            raise
-        before, after = changed_lines(proposal.parent_source, proposal.source)
-        return _Spec(
-            family=proposal.family or "none",
-            mechanism=proposal.rationale,
-            before=before,
-            after=after,
-            evidence_codes=sorted({f.code for f in findings}),
-        )
+def _distil(proposal: Proposal) -> PatternSpec:
     return distill_pattern(
         proposal.parent_source,
         proposal.source,
-        _engine_findings(findings),
+        _engine_findings(proposal),
         gain=proposal.speedup,
         source_proposals=(proposal.pk,),
     )
 
 
-def _signature_json(spec) -> dict:
-    if hasattr(spec, "signature_json"):
-        return dict(spec.signature_json())
-    signature = getattr(spec, "signature", None) or {}
-    return dict(signature) if isinstance(signature, dict) else {"features": sorted(map(str, signature))}
-
-
-def _record_pattern(proposal: Proposal, team: Team) -> Pattern | None:
-    findings = list(proposal.findings.all())
-    spec = _distil(proposal, findings)
-    if spec is None:  # the distiller found nothing general to keep
-        return None
-    codes = list(getattr(spec, "evidence_codes", None) or getattr(spec, "evidence", None) or [])
-    signature = _signature_json(spec)
-    family = str(getattr(spec, "family", "") or proposal.family or "none")[:32]
-    if signature and any(signature.values()):
+def _record_pattern(proposal: Proposal, team: Team) -> Pattern:
+    spec = _distil(proposal)
+    signature = spec.signature_json()
+    family = str(spec.family)[:32]
+    if any(signature.values()):
         # The same mechanism learnt again: one pattern, several source proposals.
         existing = Pattern.objects.filter(team=team, family=family, signature=signature).first()
         if existing is not None:
@@ -247,18 +134,12 @@ def _record_pattern(proposal: Proposal, team: Team) -> Pattern | None:
     pattern = Pattern.objects.create(
         team=team,
         family=family,
-        mechanism=str(getattr(spec, "mechanism", "") or proposal.rationale),
-        before=str(getattr(spec, "before", "")),
-        after=str(getattr(spec, "after", "")),
-        example_diff=proposal.diff or _unified(proposal.parent_source, proposal.source),
-        evidence=list(dict.fromkeys(str(c) for c in codes)),
+        mechanism=spec.mechanism or proposal.rationale,
+        before=spec.before,
+        after=spec.after,
+        example_diff=proposal.diff or unified_diff(proposal.parent_source, proposal.source),
+        evidence=list(dict.fromkeys(spec.evidence_codes)),
         signature=signature,
     )
     pattern.source_proposals.add(proposal)
     return pattern
-
-
-def _unified(before: str, after: str) -> str:
-    return "\n".join(
-        difflib.unified_diff(before.splitlines(), after.splitlines(), "before", "after", lineterm="")
-    )

@@ -21,9 +21,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRefresh
 
 from diagnosis import access
+from diagnosis.engine.evidence import ArtefactRef
+from diagnosis.engine.records import CandidateOutcome
+from diagnosis.engine.serialize import artefact_ref_from_json, verification_from_json
+from diagnosis.errors import DecisionRefused
 from diagnosis.forms import DecisionForm, UploadForm
 from diagnosis.models import Artefact, DiagnosisRun, Proposal, Review
-from diagnosis.reviews import DecisionRefused, accept_proposal, reject_proposal
+from diagnosis.reviews import accept_proposal, reject_proposal
 from diagnosis.templatetags.kernelopt import ARTEFACT_PAGE_LINES
 
 ARTEFACT_TRUNCATE_BYTES = 8 * 1024 * 1024  # beyond this the page shows the first part and a download link
@@ -178,9 +182,9 @@ class FindingView:
     evidence: list[EvidenceView]
 
 
-def _match_artefact(ref: dict, by_kind: dict[str, list[Artefact]]) -> Artefact | None:
-    candidates = by_kind.get(str(ref.get("kind", "")), [])
-    name, kernel = str(ref.get("name") or ""), str(ref.get("kernel") or "")
+def _match_artefact(ref: ArtefactRef, by_kind: dict[str, list[Artefact]]) -> Artefact | None:
+    candidates = by_kind.get(ref.kind, [])
+    name, kernel = ref.name, ref.kernel
     for test in (
         lambda a: name and a.name == name,
         lambda a: name and name in a.name,
@@ -215,17 +219,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         views = []
         for f in items:
             hl_lines.update(n for n in (f.lines or []) if isinstance(n, int))
+            refs = [artefact_ref_from_json(ref) for ref in (f.evidence or []) if isinstance(ref, dict)]
             evidence = [
-                EvidenceView(
-                    kind=str(ref.get("kind", "")),
-                    kernel=str(ref.get("kernel", "")),
-                    name=str(ref.get("name", "")),
-                    lines=[n for n in (ref.get("lines") or []) if isinstance(n, int)],
-                    excerpt=str(ref.get("excerpt", "")),
-                    artefact=_match_artefact(ref, by_kind),
-                )
-                for ref in (f.evidence or [])
-                if isinstance(ref, dict)
+                EvidenceView(ref.kind, ref.kernel, ref.name, list(ref.lines), ref.excerpt, _match_artefact(ref, by_kind))
+                for ref in refs
             ]
             views.append(FindingView(f, evidence))
         tiers.append((tier, TIER_NAMES.get(tier, f"tier {tier}"), views))
@@ -316,79 +313,67 @@ class CaseRow:
     rounds: str = ""  # every timing round's median, parent then candidate
 
 
-def _first(d: dict, *keys: str) -> Any:
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _rounds_text(rounds: Any) -> str:
+def _rounds_text(rounds: tuple[tuple[float, ...], tuple[float, ...]] | None) -> str:
     """'0.0349, 0.0351 | 0.0558, 0.0560': the parent's round medians, then the candidate's (ms)."""
-    if not isinstance(rounds, dict):
+    if rounds is None:
         return ""
+    candidate, parent = rounds
 
-    def side(key: str) -> str:
-        values = rounds.get(key)
-        if not isinstance(values, list):
-            return "–"
-        return ", ".join(f"{v:.4g}" for v in values if _number(v) is not None) or "–"
+    def side(values: tuple[float, ...]) -> str:
+        return ", ".join(f"{v:.4g}" for v in values) or "–"
 
-    return f"{side('parent')} | {side('candidate')}"
+    return f"{side(parent)} | {side(candidate)}"
 
 
-def verification_rows(verification: Any) -> tuple[list[CaseRow], dict[str, Any]]:
-    """Per-case rows from Proposal.verification (runner.persist.outcome_json), and the rest as notes.
+def verification_rows(verification: object) -> tuple[list[CaseRow], dict[str, Any]]:
+    """Per-case rows from Proposal.verification (diagnosis.engine.serialize.verification_json),
+    and the outcome's own figures as notes."""
+    return _rows(verification_from_json(verification))
 
-    Cases carry index, time_ms (the candidate), parent_ms, speedup and pct_sol; correctness
-    is decided for the whole proposal, so a case without its own `correct` shows that.
-    """
-    if not isinstance(verification, dict):
+
+def _rows(outcome: CandidateOutcome | None) -> tuple[list[CaseRow], dict[str, Any]]:
+    """Correctness is decided for the whole proposal, so every row shows the proposal's."""
+    if outcome is None:
         return [], {}
-    cases = verification.get("cases")
-    if not isinstance(cases, list):
-        cases = []
-    overall = verification.get("correct")
-    rows = []
-    for i, c in enumerate(cases):
-        if not isinstance(c, dict):
-            continue
-        parent = _first(c, "parent_ms", "parent_time_ms")
-        cand = _first(c, "candidate_ms", "time_ms", "candidate_time_ms")
-        speedup = _first(c, "speedup")
-        if speedup is None and isinstance(parent, int | float) and isinstance(cand, int | float) and cand > 0:
-            speedup = parent / cand
-        label = _first(c, "label", "name", "case", "index")
-        correct = _first(c, "correct", "ok")
-        rows.append(
-            CaseRow(
-                label=str(label if label is not None else i),
-                correct=overall if correct is None else correct,
-                parent_ms=parent,
-                candidate_ms=cand,
-                speedup=speedup,
-                pct_sol=_first(c, "pct_sol", "sol_pct"),
-                autotune_choice=str(c.get("autotune_choice") or ""),
-                noise_floor_pct=None if (f := _number(c.get("noise_floor"))) is None else 100.0 * f,
-                rounds=_rounds_text(c.get("rounds_ms")),
-            )
+    n = len(outcome.cases)
+    parents = (list(outcome.parent_ms) + [None] * n)[:n]
+    floors = (list(outcome.case_noise) + [None] * n)[:n]
+    rounds: list[tuple[tuple[float, ...], tuple[float, ...]] | None] = [*outcome.case_rounds, *[None] * n][:n]
+    chosen = dict(outcome.autotune_choices)
+    rows = [
+        CaseRow(
+            label=str(c.index),
+            correct=outcome.correct,
+            parent_ms=p,
+            candidate_ms=c.time_ms,
+            speedup=s,
+            pct_sol=c.pct_sol,
+            autotune_choice="; ".join(chosen.get(f"case {c.index}", ())),
+            noise_floor_pct=None if f is None else 100.0 * f,
+            rounds=_rounds_text(r),
         )
-    notes = {}
-    for key, value in verification.items():
-        if key == "cases" or value is None or value == "" or isinstance(value, dict | list):
-            continue
-        notes[key.replace("_", " ")] = f"{value:.3g}" if isinstance(value, float) else value
-    return rows, notes
+        for c, p, s, f, r in zip(outcome.cases, parents, outcome.speedups, floors, rounds, strict=True)
+    ]
+    notes = {
+        "correct": outcome.correct,
+        "error kind": outcome.error_kind,
+        "message": outcome.message,
+        "timed": outcome.timed,
+        "speedup": outcome.speedup,
+        "noise": outcome.noise,
+        "suspect": outcome.suspect,
+        "wall s": outcome.wall_s,
+        "device s": outcome.device_s,
+    }
+    shown = {k: f"{v:.3g}" if isinstance(v, float) else v for k, v in notes.items() if v is not None and v != ""}
+    return rows, shown
 
 
 def _proposal_context(request: HttpRequest, proposal: Proposal, form: DecisionForm | None = None) -> dict:
     run = proposal.round.run
     team = run.version.kernel.team
-    rows, notes = verification_rows(proposal.verification)
+    outcome = verification_from_json(proposal.verification)
+    rows, notes = _rows(outcome)
     return {
         "proposal": proposal,
         "run": run,
@@ -399,6 +384,8 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, form: DecisionFo
         "has_rounds": any(r.rounds for r in rows),
         "has_floors": any(r.noise_floor_pct is not None for r in rows),
         "verification_notes": notes,
+        # a verification recorded with no case timed (cpu): checked for correctness only
+        "checked_only": outcome is not None and not outcome.timed,
         "reviews": proposal.reviews.select_related("reviewer"),
         "can_decide": access.is_reviewer(request.user, team) and proposal.status == Proposal.Status.PENDING,
         "is_reviewer": access.is_reviewer(request.user, team),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from diagnosis.engine import devices
 from kernelopt_site.env import (
     broker_from_url,
     database_from_url,
@@ -152,12 +153,15 @@ DRAMATIQ_BROKER = {
 DRAMATIQ_AUTODISCOVER_MODULES = ["tasks"]
 KERNELOPT_EMBEDDED_WORKER = envbool("KERNELOPT_EMBEDDED_WORKER", BROKER_URL.startswith("stub"))
 
-# Execution: which device kinds this deployment offers, and the child's interpreters.
-KERNELOPT_DEVICES = envlist("KERNELOPT_DEVICES", ["cpu", "cuda", "npu"])
-KERNELOPT_DEFAULT_ARCH = envstr("KERNELOPT_DEFAULT_ARCH", "sm_90")
-KERNELOPT_PYTHON_CUDA = envstr("KERNELOPT_PYTHON_CUDA")  # None: the worker's own interpreter
-KERNELOPT_PYTHON_CPU = envstr("KERNELOPT_PYTHON_CPU")
-KERNELOPT_PYTHON_NPU = envstr("KERNELOPT_PYTHON_NPU")
+# Execution: which device kinds this deployment offers (diagnosis.engine.devices registers
+# them), and the child's interpreter per kind (KERNELOPT_PYTHON_CUDA, ...; None: the worker's).
+KERNELOPT_DEVICES = envlist("KERNELOPT_DEVICES", devices.default_offer())
+if _unknown := sorted(set(KERNELOPT_DEVICES) - set(devices.NAMES)):
+    raise ImproperlyConfigured(f"KERNELOPT_DEVICES names unknown kinds {_unknown}; known: {', '.join(devices.NAMES)}")
+KERNELOPT_DEFAULT_ARCH = envstr(
+    "KERNELOPT_DEFAULT_ARCH", devices.get((KERNELOPT_DEVICES or devices.default_offer())[0]).default_target
+)
+KERNELOPT_CHILD_PYTHONS = {kind: envstr(f"KERNELOPT_PYTHON_{kind.upper()}") for kind in devices.NAMES}
 KERNELOPT_ROUND_BUDGET = envint("KERNELOPT_ROUND_BUDGET", 15, minimum=1)
 KERNELOPT_SOL_STOP_FRACTION = envfloat("KERNELOPT_SOL_STOP_FRACTION", 0.85)
 KERNELOPT_STALE_RUN_SECONDS = envint("KERNELOPT_STALE_RUN_SECONDS", 900, minimum=10)

@@ -3,8 +3,8 @@
 It reads one `JobRequest` (JSON) on stdin and writes one `JobResponse` (JSON) on stdout;
 nothing else reaches stdout (user prints go to stderr, see `hostile.protect_stdout`). It imports
 only the standard library, torch, triton, numpy, `runner.*` child modules and the pure
-`diagnosis.engine.profile`, so it runs on a stock accelerator image and never touches Django,
-the database, the broker or the network. The limits around it (time, memory, environment,
+`diagnosis.engine` modules `profile`, `devices` and `errors`, so it runs on a stock
+accelerator image and never touches Django, the database, the broker or the network. The limits around it (time, memory, environment,
 network) are set by `runner.sandbox`, which starts it.
 
 For ncu, which must start the program it profiles, `--request PATH --response PATH` read and
@@ -24,6 +24,7 @@ import traceback
 import types
 from typing import Any
 
+from diagnosis.engine import devices
 from runner.childlib.hostile import load, numel_of, protect_stdout, seeded_inputs, user_call, write_all
 from runner.childlib.phases import phase, snapshot
 from runner.errors import JobFailed, RunnerError, classify_exception
@@ -86,8 +87,9 @@ def handle(text: str) -> JobResponse:
 
 
 def _set_interpreter(req: JobRequest) -> None:
-    """TRITON_INTERPRET must be decided before triton is first imported (it is read at import)."""
-    if req.device == "cpu" and req.job in INTERPRETED_JOBS:
+    """TRITON_INTERPRET must be decided before triton is first imported (it is read at import).
+    A kind without an accelerator runs its kernels through the interpreter."""
+    if not devices.get(req.device).accelerator and req.job in INTERPRETED_JOBS:
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
@@ -110,14 +112,8 @@ def run(req: JobRequest) -> dict[str, Any]:
         import torch  # noqa: F401
         import triton  # noqa: F401
     if req.job == "compile":
-        try:
-            from runner.childlib.compile import compile_job
-        except ModuleNotFoundError as exc:
-            if exc.name != "runner.childlib.compile":
-                raise
-            raise JobFailed(
-                "unavailable", "the compile job is not installed (runner.childlib.compile)"
-            ) from exc
+        from runner.childlib.compile import compile_job  # only this job pays for its imports
+
         with phase("compile"):
             return compile_job(req)
 

@@ -31,7 +31,7 @@ KINDS: dict[str, str] = {
     "timeout": "the job ran past its wall-clock or CPU-time limit and was killed",
     "crashed": "the child died without answering (signal, os._exit, interpreter abort)",
     "bad_output": "the child's stdout was not one job response (garbage, or over the size cap)",
-    "unavailable": "the job is not available here (e.g. the compile job's module is missing)",
+    "unavailable": "the job is not available here (e.g. no ahead-of-time compile for this target)",
     "sandbox_error": "the sandbox could not start the child (bad interpreter path, ...)",
 }
 
@@ -79,6 +79,16 @@ class SandboxError(RunnerError):
     """The parent could not start or talk to the child; the job did not run."""
 
     kind = "sandbox_error"
+
+
+class RunFailed(Exception):
+    """A run that cannot succeed, whatever worker tries it (bad configuration, an unknown
+    proposer): no job ran, so it has no job kind. Stored as the run's error with status
+    `failed`; never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def classify_exception(exc: BaseException) -> str:

@@ -1,11 +1,12 @@
 """The parent side of execution: run child jobs in the sandbox and return typed outcomes.
 
-`Executor` is what the round loop, the dramatiq worker, `manage.py optimize` and
-`bench/run.py` call. It imports no Django. No method raises for anything user code does: a
-failure comes back as an outcome with `ok=False` and the child's `JobError` (see
-`runner.errors.KINDS`). The child measures; this side applies the policy
-(`diagnosis.engine.verdict`: noise floor, faster, suspect) and the SOL model
-(`diagnosis.engine.sol`). Every child job's wall time is recorded in `Executor.costs`.
+`Executor` is the engine's executor (`diagnosis.engine.executor.Executor`) that the round
+loop, the dramatiq worker, `manage.py optimize` and `bench/run.py` use. It imports no Django.
+No method raises for anything user code does: a failure comes back as an outcome with
+`ok=False` and the child's `JobError` (see `runner.errors.KINDS`). The child measures; this
+side turns its JSON into the engine's outcome records and has the engine judge the timings
+(`diagnosis.engine.executor.compare_timings`) and fill in SOL (`diagnosis.engine.sol`). Every
+child job's wall time is recorded in `Executor.costs`.
 """
 
 from __future__ import annotations
@@ -13,174 +14,29 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from diagnosis.engine import sol
-from diagnosis.engine import verdict as policy
-from diagnosis.engine.profile import DeviceSpec, ProfileResult
-from diagnosis.engine.verdict import Verdict
-from runner.protocol import DEVICES, JobError, JobRequest
+from diagnosis.engine import devices, sol
+from diagnosis.engine.executor import (
+    CaptureOutcome,
+    CaseCheck,
+    CaseMeasurement,
+    CompileOutcome,
+    InputCase,
+    JobCost,
+    JobOptions,
+    ProfileOutcome,
+    TimingComparison,
+    TimingOutcome,
+    ValidateOutcome,
+    VerifyOutcome,
+    compare_timings,
+)
+from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.profile import ProfileResult
+from diagnosis.engine.verdict import TimingVerdict
+from runner.protocol import JobRequest
 from runner.sandbox import Limits, SandboxResponse, child_python, run_job
-
-# ---------------------------------------------------------------- outcomes
-
-
-@dataclass(frozen=True)
-class JobCost:
-    """One child job, for cost accounting (DESIGN.md section 6)."""
-
-    job: str
-    device: str
-    wall_s: float
-    ok: bool
-    # the child's seconds by phase (runner.childlib.phases), plus 'process': the wall time
-    # outside the child's main (interpreter start-up, sandbox set-up, exit)
-    phases: dict[str, float] = field(default_factory=dict)
-    started_at: float = 0.0  # wall clock (epoch seconds) when the job was started: a timeline
-
-    @property
-    def device_s(self) -> float:
-        """Seconds an accelerator was held: the child's whole wall time on cuda / npu, 0 on cpu."""
-        return self.wall_s if self.device != "cpu" else 0.0
-
-
-@dataclass
-class Outcome:
-    """What every Executor method returns: ok, or the child's error."""
-
-    ok: bool
-    error: JobError | None = None
-    wall_s: float = 0.0  # the child's wall-clock seconds
-    device_s: float = 0.0  # accelerator seconds: wall_s on cuda / npu, 0 on cpu
-    network: str = ""  # network namespace: 'isolated' or 'not isolated (<reason>)'
-    processes: str = ""  # PID namespace: 'isolated' or 'not isolated (<reason>)'
-
-    @property
-    def kind(self) -> str | None:
-        """The error kind (runner.errors.KINDS), None when ok."""
-        return self.error.kind if self.error else None
-
-
-@dataclass
-class ValidateOutcome(Outcome):
-    names: list[str] = field(default_factory=list)  # required and optional names present
-    kernels: list[str] = field(default_factory=list)  # @triton.jit (and autotuned) objects
-    input_cases: int = 0
-    verify_cases: int = 0
-    case_numel: list[int] = field(default_factory=list)
-    parameters: list[dict[str, Any]] = field(default_factory=list)  # name, shape, dtype
-    num_parameters: int = 0
-
-
-@dataclass
-class CaptureOutcome(Outcome):
-    executed: bool = False  # False on cpu: recorded, not run
-    target: str = ""
-    launches: list[dict[str, Any]] = field(default_factory=list)  # Launch.to_json() each
-
-
-@dataclass(frozen=True)
-class CaseTiming:
-    """One timed case: medians, the noise floor and the decision (diagnosis.engine.verdict)."""
-
-    index: int
-    label: str
-    candidate_ms: float | None  # median over rounds of ModelNew under test
-    parent_ms: float | None  # median over rounds of the parent's ModelNew (None without a candidate)
-    reference_ms: float | None  # PyTorch eager
-    candidate_repeats: tuple[float, ...] = ()
-    parent_repeats: tuple[float, ...] = ()
-    noise_floor: float = policy.MIN_NOISE_FLOOR
-    speedup: float | None = None  # parent / candidate (reference / candidate without a parent)
-    speedup_vs_reference: float | None = None
-    faster: bool = False
-    slower: bool = False
-    suspect: bool = False  # candidate time below the speed of light
-    sol_ms: float | None = None
-    pct_sol: float | None = None
-    bytes: int = 0
-    flops: int = 0
-    dtype: str = "float32"
-
-
-@dataclass
-class TimingComparison:
-    """Candidate vs parent (or vs the reference when there is no parent), all timed cases."""
-
-    timed: bool
-    reason: str = ""  # why not timed
-    device: DeviceSpec | None = None  # with the datasheet peaks the SOL used
-    cases: list[CaseTiming] = field(default_factory=list)
-    baseline: str = "parent"  # what `speedup` is against: 'parent' or 'reference'
-    speedup: float | None = None  # geometric mean over cases
-    speedup_vs_reference: float | None = None
-    noise_floor: float = policy.MIN_NOISE_FLOOR  # the largest case floor
-    faster: bool = False
-    suspect: bool = False
-    verdict: Verdict = Verdict.UNTIMED
-
-
-@dataclass(frozen=True)
-class CaseCheck:
-    """One checked case of the verification gate (worst over seeds), with its timing if timed."""
-
-    label: str  # 'case 0' (timed case) or 'verify 2' (get_verify_inputs case)
-    kind: str  # 'timed' or 'verify'
-    index: int
-    numel: int
-    seeds: tuple[int, ...]
-    correct: bool
-    max_abs_err: float
-    max_rel_err: float
-    rel_l2_err: float
-    tolerance: dict[str, Any] | None
-    launches: int
-    kernels: tuple[str, ...]
-    sensitivity: str  # 'changes with input', 'reference constant', 'not checked'
-    bytes: int
-    flops: int
-    dtype: str
-    timing: CaseTiming | None = None
-    autotune_choices: tuple[str, ...] = ()  # the config @triton.autotune chose, per autotuned launch
-    # kernel -> its integer arguments at the case's first launch of it
-    launch_ints: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-@dataclass
-class VerifyOutcome(Outcome):
-    passed: bool = False  # the correctness gate (compiles, runs, correct, launches, sensitive)
-    verdict: Verdict = Verdict.FAILED
-    reason: str = ""  # the error kind when not passed
-    cases: list[CaseCheck] = field(default_factory=list)
-    checked: list[str] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)  # too large for the device (cpu)
-    seeds: list[int] = field(default_factory=list)
-    # every case (timed, then verify): kind, index, shapes, dtypes of its inputs
-    input_shapes: list[dict[str, Any]] = field(default_factory=list)
-    timing: TimingComparison | None = None
-    faster: bool = False
-    suspect: bool = False
-    speedup: float | None = None
-    # tier 1's profile of the version under test, from this job's own runs (its launches on
-    # the first seed, its interleaved times): None unless the gate passed and it was timed
-    profile: ProfileResult | None = None
-
-
-@dataclass
-class TimingOutcome(Outcome):
-    timing: TimingComparison | None = None
-
-
-@dataclass
-class ProfileOutcome(Outcome):
-    profile: ProfileResult | None = None  # SOL, %SOL and device peaks filled in
-
-
-@dataclass
-class CompileOutcome(Outcome):
-    result: dict[str, Any] | None = None  # whatever runner.childlib.compile.compile_job returned
-
 
 # ---------------------------------------------------------------- policy on raw numbers
 
@@ -189,8 +45,17 @@ def _floats(values: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in values or () if v is not None)
 
 
+def _input_case(raw: Mapping[str, Any]) -> InputCase:
+    return InputCase(
+        kind=str(raw.get("kind", "")),
+        index=int(raw.get("index", 0)),
+        shapes=tuple(tuple(int(n) for n in s) for s in raw.get("shapes", ())),
+        dtypes=tuple(str(d) for d in raw.get("dtypes", ())),
+    )
+
+
 def timing_comparison(raw: Mapping[str, Any] | None) -> TimingComparison | None:
-    """Apply the verdict and SOL rules to a child's raw timing dict."""
+    """A child's raw timing dict as measurements, judged by the engine's policy."""
     if raw is None:
         return None
     if not raw.get("timed"):
@@ -202,55 +67,19 @@ def timing_comparison(raw: Mapping[str, Any] | None) -> TimingComparison | None:
         l2_mb=float(dev.get("l2_mb", 0.0) or 0.0),
         kind=str(dev.get("kind", "cuda")),
     )
-    has_parent = any(c.get("parent_ms") for c in raw.get("cases", ()))
-    cases: list[CaseTiming] = []
-    decisions: list[policy.CaseDecision] = []
-    for c in raw.get("cases", ()):
-        cand_rep, par_rep = _floats(c.get("candidate_ms")), _floats(c.get("parent_ms"))
-        ref_rep = _floats(c.get("reference_ms"))
-        cand, par, ref = policy.median(cand_rep), policy.median(par_rep), policy.median(ref_rep)
-        floor = policy.case_floor(par_rep, cand_rep)
-        bound = sol.sol_ms(
-            int(c.get("bytes", 0)), int(c.get("flops", 0)), str(c.get("dtype", "float32")), spec
-        )
-        decision = policy.decide_case(par if has_parent else ref, cand, floor, bound)
-        decisions.append(decision)
-        cases.append(
-            CaseTiming(
-                index=int(c["index"]),
-                label=str(c.get("label", f"case {c['index']}")),
-                candidate_ms=cand,
-                parent_ms=par,
-                reference_ms=ref,
-                candidate_repeats=cand_rep,
-                parent_repeats=par_rep,
-                noise_floor=floor,
-                speedup=decision.speedup,
-                speedup_vs_reference=(ref / cand) if ref and cand else None,
-                faster=decision.faster,
-                slower=decision.slower,
-                suspect=decision.suspect,
-                sol_ms=bound,
-                pct_sol=sol.pct_sol(cand, bound),
-                bytes=int(c.get("bytes", 0)),
-                flops=int(c.get("flops", 0)),
-                dtype=str(c.get("dtype", "float32")),
-            )
-        )
-    overall = policy.overall(True, decisions)
-    return TimingComparison(
-        timed=True,
-        device=spec,
-        cases=cases,
-        baseline="parent" if has_parent else "reference",
-        speedup=policy.geomean([c.speedup for c in cases if c.speedup]),
-        speedup_vs_reference=policy.geomean(
-            [c.speedup_vs_reference for c in cases if c.speedup_vs_reference]
-        ),
-        noise_floor=max((c.noise_floor for c in cases), default=policy.MIN_NOISE_FLOOR),
-        faster=overall is Verdict.IMPROVED,
-        suspect=overall is Verdict.SUSPECT,
-        verdict=overall,
+    return compare_timings([_measurement(c) for c in raw.get("cases", ())], spec)
+
+
+def _measurement(c: Mapping[str, Any]) -> CaseMeasurement:
+    return CaseMeasurement(
+        index=int(c["index"]),
+        label=str(c.get("label", f"case {c['index']}")),
+        candidate_ms=_floats(c.get("candidate_ms")),
+        parent_ms=_floats(c.get("parent_ms")),
+        reference_ms=_floats(c.get("reference_ms")),
+        bytes=int(c.get("bytes", 0)),
+        flops=int(c.get("flops", 0)),
+        dtype=str(c.get("dtype", "float32")),
     )
 
 
@@ -336,7 +165,7 @@ def _case_check(raw: Mapping[str, Any], timing: TimingComparison | None) -> Case
 
 
 class Executor:
-    """Runs sandboxed jobs for one device kind.
+    """Runs sandboxed jobs for one device kind (the engine's `Executor` protocol, and more jobs).
 
     device: 'cuda', 'cpu' or 'npu' (the worker's queue). target: the compile target of tiers
     2/3 ('sm_90', 'gfx942', 'npu:Ascend910B3'); on cpu it also decides the specialisation the
@@ -354,8 +183,7 @@ class Executor:
         limits: Limits | Mapping[str, Limits] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if device not in DEVICES:
-            raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+        self.kind = devices.get(device)  # UnknownDevice, a ValueError, for an unregistered kind
         self.device = device
         self.target = target
         self.python = python
@@ -409,7 +237,7 @@ class Executor:
             "ok": response.ok,
             "error": response.error,
             "wall_s": response.wall_s,
-            "device_s": response.wall_s if self.device != "cpu" else 0.0,
+            "device_s": response.wall_s if self.kind.accelerator else 0.0,
             "network": response.network,
             "processes": response.processes,
         }
@@ -453,7 +281,7 @@ class Executor:
         *,
         cases: Sequence[int] | None = None,
         time: bool = True,
-        options: Mapping[str, Any] | None = None,
+        options: JobOptions | None = None,
     ) -> VerifyOutcome:
         """The verification gate of `candidate_path` (default: the parent's own ModelNew) against
         the parent's Model, then (on a device, `time=True`) timing against the parent.
@@ -477,9 +305,9 @@ class Executor:
         timing = timing_comparison(result.get("timing")) if response.ok else None
         passed = response.ok and bool(result.get("passed"))
         if passed:
-            outcome_verdict = timing.verdict if timing is not None else Verdict.UNTIMED
+            outcome_verdict = timing.verdict if timing is not None else TimingVerdict.UNTIMED
         else:
-            outcome_verdict = Verdict.FAILED
+            outcome_verdict = TimingVerdict.FAILED
         return VerifyOutcome(
             **self._base(response),
             passed=passed,
@@ -488,7 +316,7 @@ class Executor:
             cases=[_case_check(c, timing) for c in result.get("cases", ())],
             checked=list(result.get("checked", ())),
             skipped=list(result.get("skipped", ())),
-            input_shapes=list(result.get("input_shapes", ())),
+            input_cases=tuple(_input_case(c) for c in result.get("input_shapes", ())),
             seeds=list(result.get("seeds", seeds)),
             timing=timing,
             faster=bool(timing and timing.faster),
@@ -525,7 +353,7 @@ class Executor:
         ncu: bool = False,
         *,
         cases: Sequence[int] | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: JobOptions | None = None,
     ) -> ProfileOutcome:
         """Tier-1 evidence: per case time, reference time, bytes, FLOPs, launches, %SOL; ncu
         counters per Triton kernel when `ncu` and the device allows it (see `profile.notes`)."""
@@ -542,7 +370,7 @@ class Executor:
         self,
         path: str,
         target: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: JobOptions | None = None,
         cases: Sequence[int] | None = None,
     ) -> CompileOutcome:
         """Ahead-of-time compile for `target` (default: the executor's) of the launches of the
@@ -555,7 +383,8 @@ class Executor:
             ),  # fmt: skip
             python=self.compile_python(target),
         )
-        return CompileOutcome(**self._base(response), result=response.result)
+        result = CompileResult.from_json(response.result) if response.result is not None else None
+        return CompileOutcome(**self._base(response), result=result)
 
     def compile_python(self, target: str | None) -> str | None:
         """The interpreter of a compile job: an npu target needs triton-ascend, which lives in its

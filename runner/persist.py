@@ -1,38 +1,25 @@
 """Engine results -> model rows, written as the round loop goes.
 
-`RunRecorder` is the loop's observer (diagnosis.engine.loop.LoopObserver): each callback
+`RunRecorder` is the loop's observer (diagnosis.engine.records.LoopObserver): each callback
 commits its rows at once (autocommit, one small transaction per step), so a worker that dies
-mid-run loses only the step it was in. The converters below keep every field of a finding
-(code, tier, severity, family, message, args, lines, kernel, evidence references, gain).
+mid-run loses only the step it was in. The JSON a row holds (a finding's columns, a round's
+escalation, a proposal's verification, the run's summary) is `diagnosis.engine.serialize`'s.
 """
 
 from __future__ import annotations
 
-import enum
-import math
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 
 from diagnosis import models
 from diagnosis.engine import evidence as ev
-from diagnosis.engine import report
-from diagnosis.engine.loop import (
-    CandidateOutcome,
-    CaseTiming,
-    DecisionRecord,
-    LoopResult,
-    RoundRecord,
-    Verdict,
-    VersionStats,
-    geomean,
-    sha256,
-)
+from diagnosis.engine.proposers.base import Candidate
+from diagnosis.engine.records import CandidateOutcome, DecisionRecord, RoundRecord, sha256
+from diagnosis.engine.serialize import decision_json, finding_json, finite, verification_json
+from diagnosis.engine.verdict import Verdict, geomean
 
-MAX_EXCERPT_CHARS = 8000  # per evidence excerpt kept on a Finding; the whole text is an Artefact
 ARTEFACT_KINDS = frozenset(models.Artefact.Kind.values)
 
 
@@ -40,30 +27,8 @@ ARTEFACT_KINDS = frozenset(models.Artefact.Kind.values)
 
 
 def finding_row(run: models.DiagnosisRun, round_row: models.Round | None, f: ev.Finding) -> models.Finding:
-    return models.Finding(
-        run=run,
-        round=round_row,
-        tier=int(f.tier),
-        code=f.code,
-        severity=str(f.severity),
-        family=str(f.family),
-        message=f.message,
-        args=_jsonable(f.args),
-        lines=list(f.lines),
-        kernel=f.kernel,
-        evidence=[evidence_json(ref) for ref in f.evidence],
-        gain=_finite(f.gain),
-    )
-
-
-def evidence_json(ref: ev.ArtefactRef) -> dict[str, Any]:
-    return {
-        "kind": ref.kind,
-        "kernel": ref.kernel,
-        "lines": list(ref.lines),
-        "excerpt": ref.excerpt[:MAX_EXCERPT_CHARS],
-        "name": ref.name,
-    }
+    """A finding's row: its columns are the finding's stored JSON (diagnosis.engine.serialize)."""
+    return models.Finding(run=run, round=round_row, **finding_json(f, db=True))
 
 
 def artefact_row(run: models.DiagnosisRun, round_row: models.Round | None, a: ev.Artefact) -> models.Artefact:
@@ -71,120 +36,6 @@ def artefact_row(run: models.DiagnosisRun, round_row: models.Round | None, a: ev
     if kind not in ARTEFACT_KINDS:  # an engine kind the schema does not list: keep it, as a log
         kind, name = models.Artefact.Kind.LOG, f"{a.kind}:{a.name}"
     return models.Artefact.build(run=run, round=round_row, kind=kind, name=name, text=a.text)
-
-
-def decision_json(d: DecisionRecord | Any) -> dict[str, Any]:
-    if isinstance(d, DecisionRecord):
-        return report.decision_json(d)
-    return {"decision": str(d)}
-
-
-def case_json(
-    c: CaseTiming, parent_ms: float | None = None, *, against_parent: bool = False
-) -> dict[str, Any]:
-    out = {
-        "index": c.index,
-        "time_ms": _finite(c.time_ms),
-        "ref_ms": _finite(c.ref_ms),
-        "sol_ms": _finite(c.sol_ms),
-        "pct_sol": _finite(c.pct_sol),
-        "speedup_over_eager": _finite(c.speedup_over_eager),
-    }
-    if against_parent:  # a candidate's case: its parent's time in the same process, and the ratio
-        out["parent_ms"] = _finite(parent_ms)
-        out["speedup"] = _finite(parent_ms / c.time_ms) if (parent_ms and c.time_ms) else None
-    return out
-
-
-def stats_json(v: VersionStats | None) -> dict[str, Any] | None:
-    if v is None:
-        return None
-    return {
-        "sha256": v.sha256,
-        "timed": v.timed,
-        "cases": [case_json(c) for c in v.cases],
-        "pct_sol": _finite(v.pct_sol),
-        "speedup_over_eager": _finite(v.speedup_over_eager),
-    }
-
-
-def outcome_json(o: CandidateOutcome) -> dict[str, Any]:
-    parents = list(o.parent_ms) + [None] * max(0, len(o.cases) - len(o.parent_ms))
-    chosen = dict(o.autotune_choices)
-    cases = []
-    floors = list(o.case_noise) + [None] * max(0, len(o.cases) - len(o.case_noise))
-    rounds = list(o.case_rounds) + [None] * max(0, len(o.cases) - len(o.case_rounds))
-    for c, p, f, r in zip(o.cases, parents, floors, rounds, strict=False):
-        row = case_json(c, p, against_parent=True)
-        row["noise_floor"] = _finite(f)  # the wider spread of the parent's and the candidate's timings of this case
-        if r is not None:  # the medians of every timing round, behind the floor and the verdict
-            row["rounds_ms"] = {"candidate": [_finite(t) for t in r[0]], "parent": [_finite(t) for t in r[1]]}
-        if chosen.get(f"case {c.index}"):  # what @triton.autotune picked for this case's shapes
-            row["autotune_choice"] = "; ".join(chosen[f"case {c.index}"])
-        cases.append(row)
-    return {
-        "correct": o.correct,
-        "error_kind": o.error_kind,
-        "message": o.message,
-        "timed": o.timed,
-        "cases": cases,
-        "autotune_choices": {label: list(v) for label, v in o.autotune_choices},
-        "speedup": _finite(o.speedup),
-        "noise": _finite(o.noise),
-        "suspect": o.suspect,
-        "wall_s": o.wall_s,
-        "device_s": o.device_s,
-    }
-
-
-def result_summary(result: LoopResult, *, best_proposal_id: int | None, attempt: int) -> dict[str, Any]:
-    """What DiagnosisRun.summary holds once the loop ends."""
-    return {
-        "stop_reason": str(result.stop_reason),
-        "stop_detail": result.stop_detail,
-        "attempt": attempt,
-        "rounds": len(result.rounds),
-        "improved": result.improved,
-        "initial": stats_json(result.initial),
-        "best": stats_json(result.best),
-        "best_proposal": best_proposal_id,
-        "best_sha256": sha256(result.best_source),
-        "speedup_over_initial": _finite(result.speedup_over_initial),
-        "speedups_over_initial": [_finite(s) for s in result.speedups_over_initial],
-        "speedup_over_eager": _finite(result.speedup_over_eager),
-        "pct_sol": _finite(result.pct_sol),
-        "winning_tiers": [int(t) for t in result.winning_tiers],
-        "device_name": result.device_name,
-        "baseline_wall_s": result.baseline_wall_s,
-        "baseline_device_s": result.baseline_device_s,
-        "error": result.error,
-    }
-
-
-def _finite(x: float | None) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _jsonable(value: Any) -> Any:
-    """Finding args may hold tuples, enums or numpy scalars; JSONField wants plain JSON."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value)
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return _finite(value)
-    if hasattr(value, "item"):  # numpy scalar
-        return _jsonable(value.item())
-    if hasattr(value, "__dataclass_fields__"):
-        return _jsonable(asdict(value))
-    return str(value)
 
 
 # --- the observer -------------------------------------------------------------------------
@@ -236,7 +87,7 @@ class RunRecorder:
         self.findings[index] = {}
         models.DiagnosisRun.objects.filter(id=self.run.id).update(current_round=stored, current_tier=0)
 
-    def tier_done(self, index: int, tier_result: ev.TierResult, decision: Any) -> None:
+    def tier_done(self, index: int, tier_result: ev.TierResult, decision: DecisionRecord) -> None:
         row = self._round(index)
         with transaction.atomic():
             self._save_findings(index, tier_result.findings)
@@ -244,12 +95,11 @@ class RunRecorder:
                 [artefact_row(self.run, row, a) for a in tier_result.artefacts]
             )
             row.tier_reached = max(row.tier_reached, int(tier_result.tier))
-            if decision is not None:
-                row.escalation = [*row.escalation, decision_json(decision)]
+            row.escalation = [*row.escalation, decision_json(decision)]
             row.save(update_fields=["tier_reached", "escalation"])
             models.DiagnosisRun.objects.filter(id=self.run.id).update(current_tier=int(tier_result.tier))
 
-    def proposal_made(self, index: int, candidate: Any) -> None:
+    def proposal_made(self, index: int, candidate: Candidate) -> None:
         row = self._round(index)
         parent = self.parent_sources.get(index, "")
         with transaction.atomic():
@@ -268,14 +118,14 @@ class RunRecorder:
             proposal.findings.set([f for f in self.findings.get(index, {}).values() if f.code in addressed])
         self.proposals[(index, sha256(candidate.source))] = proposal
 
-    def proposal_verified(self, index: int, candidate: Any, outcome: CandidateOutcome) -> None:
+    def proposal_verified(self, index: int, candidate: Candidate, outcome: CandidateOutcome) -> None:
         proposal = self.proposals.get((index, sha256(candidate.source)))
         if proposal is None:  # the loop verified something it did not announce: record it now
             self.proposal_made(index, candidate)
             proposal = self.proposals[(index, sha256(candidate.source))]
-        proposal.verification = outcome_json(outcome)
-        proposal.speedup = _finite(outcome.speedup)
-        proposal.pct_sol = _finite(geomean([c.pct_sol for c in outcome.cases if c.pct_sol is not None]))
+        proposal.verification = verification_json(outcome)
+        proposal.speedup = finite(outcome.speedup)
+        proposal.pct_sol = finite(geomean(c.pct_sol for c in outcome.cases))
         if not outcome.correct:
             proposal.status = models.Proposal.Status.FAILED
             proposal.failure_reason = f"{outcome.error_kind}: {outcome.message}".strip(": ")

@@ -35,26 +35,18 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from diagnosis.engine.loop import LoopConfig, LoopResult, StopReason, run_loop
+from diagnosis.engine import serialize
+from diagnosis.engine.loop import run_loop
+from diagnosis.engine.records import LoopConfig, LoopResult, StopReason
 from diagnosis.models import DiagnosisRun, Round
 from runner import persist
 from runner.dispatch import enqueue_run, with_last_error
+from runner.errors import RunFailed
 
 logger = logging.getLogger(__name__)
 Status = DiagnosisRun.Status
 
 MAX_ERROR_CHARS = 4000
-
-
-class RunFailed(Exception):
-    """The run cannot succeed, whatever worker tries it (bad configuration, unusable upload).
-
-    Stored as the run's error with status `failed`; never retried.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -234,8 +226,7 @@ def _drive(claim: Claim, stop: StopCheck, *, executor: Any | None, proposer: Any
 def make_executor(run: DiagnosisRun) -> Any:
     from runner.execute import Executor
 
-    python = getattr(settings, f"KERNELOPT_PYTHON_{run.device.upper()}", None)
-    return Executor(run.device, run.target or None, python=python)
+    return Executor(run.device, run.target or None, python=settings.KERNELOPT_CHILD_PYTHONS.get(run.device))
 
 
 def make_proposer(name: str) -> Any:
@@ -265,7 +256,7 @@ def finish(
     claim: Claim, run: DiagnosisRun, result: LoopResult, recorder: persist.RunRecorder, stop: StopCheck
 ) -> None:
     now = timezone.now()
-    summary = persist.result_summary(
+    summary = serialize.summary_json(
         result, best_proposal_id=recorder.best_proposal_id(result.best_source), attempt=claim.attempt
     )
     # Rounds already added their own cost; the rest is the baseline and the loop's overhead.
@@ -314,7 +305,7 @@ def record_failure(claim: Claim, exc: BaseException, *, retry: bool = True) -> s
             return Status.FAILED
         return ""
     if owned(claim).update(status=Status.QUEUED, heartbeat_at=now, error=message):
-        backoff_ms = int(1000 * getattr(settings, "KERNELOPT_RETRY_BACKOFF_S", 5.0) * claim.attempt)
+        backoff_ms = int(1000 * settings.KERNELOPT_RETRY_BACKOFF_S * claim.attempt)
         enqueue_run(claim.run_id, claim.device, delay_ms=backoff_ms or None)
         return Status.QUEUED
     return ""

@@ -2,6 +2,8 @@
 
 Standard library only: both the child (`python -m runner.child`, on a stock accelerator
 image) and the worker import it. One request on the child's stdin, one response on its stdout.
+The error record (`JobError`) and the device kinds are the engine's (`diagnosis.engine.errors`,
+`diagnosis.engine.devices`), which are standard library only too.
 """
 
 from __future__ import annotations
@@ -10,15 +12,19 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from diagnosis.engine import devices
+from diagnosis.engine.errors import JobError
+
+__all__ = ["JOBS", "JobError", "JobRequest", "JobResponse"]
+
 JOBS = ("validate", "capture", "verify", "time", "profile", "compile")
-DEVICES = ("cuda", "cpu", "npu")
 
 
 @dataclass
 class JobRequest:
     job: str  # one of JOBS
     module: str  # path of the uploaded module (the parent, for verify/time)
-    device: str = "cpu"  # one of DEVICES
+    device: str = "cpu"  # a kind of diagnosis.engine.devices
     target: str | None = None  # compile target for tiers 2/3: sm_90, gfx942, npu:Ascend910B3
     candidate: str | None = None  # path of a proposed revision (verify, time)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -39,18 +45,8 @@ class JobRequest:
         req = cls(**data)
         if req.job not in JOBS:
             raise ValueError(f"unknown job {req.job!r}; expected one of {JOBS}")
-        if req.device not in DEVICES:
-            raise ValueError(f"unknown device {req.device!r}; expected one of {DEVICES}")
+        devices.get(req.device)  # UnknownDevice, a ValueError, for a kind nobody registered
         return req
-
-
-@dataclass
-class JobError:
-    kind: str  # stable: import_error, missing_name, exception, incorrect, ... (see runner/errors.py)
-    message: str
-    line: int | None = None  # line of the uploaded module, when known
-    traceback: str = ""
-    stderr_tail: str = ""
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Dramatiq actors: one per device kind, each on the queue of that kind (`cuda`, `npu`, `cpu`).
+"""Dramatiq actors: one per device kind, each on the queue the registry names for that kind
+(`diagnosis.engine.devices`: `cuda`, `npu`, `cpu`).
 
 Messages carry only a run id (DESIGN.md section 3). The actor is idempotent (STYLE.md 10): it
 loads the row again, claims it with a conditional update and returns quietly when the run is
@@ -23,10 +24,8 @@ from __future__ import annotations
 
 import dramatiq
 
-from diagnosis.models import DiagnosisRun
+from diagnosis.engine import devices
 from runner import pipeline
-
-DEVICES: tuple[str, ...] = tuple(DiagnosisRun.Device.values)  # cuda, npu, cpu
 
 # A whole run (up to the round budget of rounds) runs in one message; each sandboxed job has
 # its own much shorter limit, so this only catches a wedged worker thread.
@@ -39,20 +38,18 @@ def execute_run(run_id: int) -> None:
 
 
 ACTORS: dict[str, dramatiq.Actor] = {
-    device: dramatiq.actor(
+    kind.name: dramatiq.actor(
         execute_run,
-        actor_name=f"execute_run_{device}",
-        queue_name=device,
+        actor_name=f"execute_run_{kind.name}",
+        queue_name=kind.queue,
         max_retries=0,
         time_limit=RUN_TIME_LIMIT_MS,
     )
-    for device in DEVICES
+    for kind in devices.KINDS.values()
 }
 ACTOR_NAMES = frozenset(actor.actor_name for actor in ACTORS.values())
 
 
 def actor_for(device: str) -> dramatiq.Actor:
-    try:
-        return ACTORS[device]
-    except KeyError:
-        raise ValueError(f"unknown device {device!r}; expected one of {', '.join(DEVICES)}") from None
+    """The actor of a device kind; UnknownDevice (a ValueError) for a kind nobody registered."""
+    return ACTORS[devices.get(device).name]

@@ -218,7 +218,7 @@ def proposal(round_, version, finding):
         proposer="rules",
         family="launch_config",
         rationale="A larger block halves the number of programs.",
-        verification={  # the shape runner.persist.outcome_json writes
+        verification={  # the shape diagnosis.engine.serialize.verification_json writes
             "correct": True,
             "timed": True,
             "cases": [
@@ -227,6 +227,7 @@ def proposal(round_, version, finding):
                     "time_ms": 0.010,
                     "parent_ms": 0.020,
                     "ref_ms": 0.05,
+                    "sol_ms": 0.00615,
                     "speedup": 2.0,
                     "pct_sol": 61.5,
                 }

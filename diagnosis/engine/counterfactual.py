@@ -1,7 +1,7 @@
 """Counterfactual recompiles: test a hypothesis by compiling the changed kernel and diffing
 its IR against the original, before any hardware run.
 
-A Hypothesis names the change (the `overrides` of a `compile` job: divisibility hints on
+A Counterfactual names the change (the `overrides` of a `compile` job: divisibility hints on
 named arguments, num_stages, num_warps, or an alternative source file) and what it is
 expected to fix. `run_counterfactual` calls the caller's `recompile(overrides, case=...)` and turns
 the per-line difference into a finding: confirmed (the expected effect shows in the IR) or
@@ -55,7 +55,7 @@ VECTORIZE, PIPELINE, NO_SPILLS, TENSOR_CORES = "vectorize", "pipeline", "no_spil
 
 
 @dataclass(frozen=True)
-class Hypothesis:
+class Counterfactual:
     """One change to try. `overrides` is exactly what the compile job's options.overrides takes."""
 
     kernel: str
@@ -144,7 +144,7 @@ def _fmt_ops(ops: dict[str, int]) -> str:
     return ", ".join(f"{op} x{n}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1]))
 
 
-def evaluate(h: Hypothesis, before: KernelFigures, after: KernelFigures) -> tuple[bool, str]:
+def evaluate(h: Counterfactual, before: KernelFigures, after: KernelFigures) -> tuple[bool, str]:
     """(confirmed, one sentence saying what changed)."""
     if h.expect == VECTORIZE:
         lines = h.lines or tuple(before.widths)
@@ -199,7 +199,7 @@ def evaluate(h: Hypothesis, before: KernelFigures, after: KernelFigures) -> tupl
     return False, f"unknown expectation {h.expect!r}"
 
 
-def run_counterfactual(h: Hypothesis, before: CompileResult, recompile: Recompile) -> Finding:
+def run_counterfactual(h: Counterfactual, before: CompileResult, recompile: Recompile) -> Finding:
     """Compile `h` and compare with `before`; the finding says what changed (or that nothing did)."""
     base = before.kernel(h.kernel, h.case)
     if base is None:

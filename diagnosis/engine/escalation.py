@@ -6,7 +6,7 @@ rewrite family, (3) explains why that rewrite should help. The tests accumulate 
 tiers (tier 0 may narrow while tier 1 localizes and explains). A round whose deepest evidence
 still explains nothing is *inconclusive*, never turned into a guess.
 
-The severity and gain helpers live here because every tier scores its own findings the same
+The score and gain helpers live here because every tier scores its own findings the same
 way, and the decision must agree with how the tiers scored them.
 """
 
@@ -16,13 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult
-
-SEVERITY_RANK: dict[Severity, int] = {
-    Severity.INFO: 0,
-    Severity.LOW: 1,
-    Severity.MEDIUM: 2,
-    Severity.HIGH: 3,
-}
 
 # The mechanism behind each family: why the rewrite helps. A family is "known" to the
 # explains test only when it has one; Family.NONE points to no rewrite and has none.
@@ -44,10 +37,6 @@ MECHANISMS: dict[Family, str] = {
 }
 
 
-def severity_rank(severity: Severity) -> int:
-    return SEVERITY_RANK[severity]
-
-
 def modest_gain(bound: float) -> float:
     """Half the excess of a resource bound, as the speedup to expect from a rewrite.
 
@@ -61,7 +50,7 @@ def modest_gain(bound: float) -> float:
 
 def score(finding: Finding) -> float:
     """Severity times gain (a missing gain counts as 1): what choose_family maximizes."""
-    return severity_rank(finding.severity) * (finding.gain if finding.gain is not None else 1.0)
+    return finding.severity.rank * (finding.gain if finding.gain is not None else 1.0)
 
 
 def actionable(findings: Iterable[Finding]) -> list[Finding]:
@@ -74,10 +63,7 @@ def top_finding(findings: Iterable[Finding]) -> Finding | None:
     then to the earlier finding (tiers emit in a stable order)."""
     best: Finding | None = None
     for f in actionable(findings):
-        if best is None or (score(f), severity_rank(f.severity)) > (
-            score(best),
-            severity_rank(best.severity),
-        ):
+        if best is None or (score(f), f.severity.rank) > (score(best), best.severity.rank):
             best = f
     return best
 
@@ -93,8 +79,8 @@ def top_severity_families(findings: Iterable[Finding]) -> set[Family]:
     acts = actionable(findings)
     if not acts:
         return set()
-    best = max(severity_rank(f.severity) for f in acts)
-    return {f.family for f in acts if severity_rank(f.severity) == best}
+    best = max(f.severity.rank for f in acts)
+    return {f.family for f in acts if f.severity.rank == best}
 
 
 # ---------------------------------------------------------------------------------------

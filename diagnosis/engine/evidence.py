@@ -2,7 +2,7 @@
 
 A Finding is a small frozen record: a stable code (registered once, with its message
 template and the rewrite family it points to), the arguments for that template and the
-source lines it is about. Rendering lives elsewhere (templates, the JSON encoder).
+source lines it is about. Rendering lives elsewhere (templates, `diagnosis.engine.serialize`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,20 @@ class Tier(enum.IntEnum):
 
 
 class Severity(enum.StrEnum):
+    """How much a finding matters; members are in rising order (`rank`)."""
+
     INFO = "info"
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        """0 for INFO up to 3 for HIGH: what escalation's score multiplies and every tier compares."""
+        return _SEVERITY_ORDER.index(self)
+
+
+_SEVERITY_ORDER = tuple(Severity)
 
 
 class Family(enum.StrEnum):
@@ -122,23 +132,6 @@ class Finding:
             return self.info.template.format(**self.args)
         except (KeyError, IndexError, ValueError):
             return f"{self.code} {self.args}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "tier": int(self.tier),
-            "severity": str(self.severity),
-            "family": str(self.family),
-            "message": self.message,
-            "args": self.args,
-            "lines": list(self.lines),
-            "kernel": self.kernel,
-            "gain": self.gain,
-            "evidence": [
-                {"kind": e.kind, "kernel": e.kernel, "lines": list(e.lines), "excerpt": e.excerpt, "name": e.name}
-                for e in self.evidence
-            ],
-        }
 
 
 @dataclass(frozen=True)

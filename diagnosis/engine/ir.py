@@ -168,6 +168,7 @@ class CompileResult:
     capture_s: float = 0.0
     total_s: float = 0.0
     module: str = ""
+    triton_version: str = ""  # of the compiling toolchain (triton-ascend reports 3.2.0)
 
     def kernel(self, name: str, case: int | None = None) -> CompiledKernel | None:
         """The kernel `name`; with `case`, the specialization launched by that case if there is
@@ -187,6 +188,7 @@ class CompileResult:
             capture_s=float(d.get("capture_s") or 0.0),
             total_s=float(d.get("total_s") or 0.0),
             module=str(d.get("module") or ""),
+            triton_version=str(d.get("triton_version") or ""),
         )
 
 

@@ -30,336 +30,53 @@ Plain Python: no Django. The Django worker persists as the loop goes through `Lo
 from __future__ import annotations
 
 import ast
-import enum
-import hashlib
 import json
-import math
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
 
+from diagnosis.engine import devices
+from diagnosis.engine import verdict as policy
+from diagnosis.engine.errors import ProposerError, TierUnavailable
+from diagnosis.engine.escalation import MECHANISMS, Decision, actionable, choose_family, decide, score
 from diagnosis.engine.evidence import Family, Finding, Tier, TierResult
-
-
-def sha256(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
-
-
-def geomean(values: list[float] | tuple[float, ...]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
-
-
-class Verdict(enum.StrEnum):
-    IMPROVED = "improved"  # verified: correct everywhere, faster than its parent above the noise floor
-    NO_GAIN = "no-gain"  # correct, but not faster above the noise floor (or no timing on this device)
-    FAILED = "failed"  # did not compile, crashed, wrong answer, launches no Triton kernel, suspect time
-    INCONCLUSIVE = "inconclusive"  # the deepest evidence explains nothing, or no rewrite applies
-
-
-class StopReason(enum.StrEnum):
-    ROUND_BUDGET = "round_budget"  # every round of the budget was used
-    SOL_REACHED = "sol_reached"  # the best version is within the set fraction of speed-of-light
-    NOTHING_LEFT = "nothing_left"  # K consecutive rounds found nothing left to try
-    CANCELLED = "cancelled"  # the observer asked to stop
-    INITIAL_FAILED = "initial_failed"  # the uploaded version does not validate or is incorrect
-    DIAGNOSED_ONLY = "diagnosed_only"  # no case fits this device's correctness check: evidence only
-
-
-@dataclass
-class LoopConfig:
-    """What one run may spend and where it runs.
-
-    Seeds: the initial version is verified over `seeds` on every case (once per run). A
-    candidate is verified over `candidate_seeds` (default: the first of `seeds`) on every timed
-    case and every verify input, in the same child job that times it against its parent. The
-    child draws *all* cases for every seed on the CPU, so each extra seed costs a full set of
-    big inputs plus a reference and a candidate run per case; one seed per candidate keeps a
-    round to one job, while odd shapes are covered by the verify inputs, the sensitivity check
-    draws a second input set, and the best version gets a final check on fresh seeds
-    (bench/run.py). Set `candidate_seeds` to `seeds` for the stricter gate.
-    """
-
-    round_budget: int = 15
-    sol_stop_fraction: float = 0.85  # stop when the best version's %SOL (geomean of cases) >= 85
-    max_tier: Tier = Tier.COMPILER
-    device: str = "cpu"  # cuda, npu, cpu
-    target: str | None = None  # compile target for tiers 2/3 (sm_90, gfx942, npu:...); None: the executor's
-    seeds: tuple[int, ...] = (0, 1, 2)
-    candidate_seeds: tuple[int, ...] | None = None  # None: (seeds[0],)
-    proposer: str = "rules"
-    patience: int = 2  # stop after this many consecutive rounds with nothing left to try
-    min_gain: float = 0.02  # a win must also beat 1 + min_gain on the geomean, whatever the measured floor
-    max_candidates: int = 1  # candidates verified per round
-    ncu: bool = False  # hardware counters in tier 1 (slow: one more process and kernel replays)
-    patterns: tuple[Any, ...] = ()  # the pattern library tier 0 matches (diagnosis.engine.patterns)
-    # Passed to every verify job: timed_case_seeds (the big timed cases on the first N seeds
-    # only; verify inputs always get every seed), rounds / warmup_ms / rep_ms (timing), tolerance.
-    verify_options: dict[str, Any] = field(default_factory=dict)
-
-    def seeds_for_candidates(self) -> tuple[int, ...]:
-        if self.candidate_seeds:
-            return tuple(self.candidate_seeds)
-        return tuple(self.seeds[:1]) or (0,)
-
-
-@dataclass(frozen=True)
-class CaseTiming:
-    """One timed case of one version: its time, PyTorch eager's and the speed-of-light bound."""
-
-    index: int
-    time_ms: float | None
-    ref_ms: float | None = None
-    sol_ms: float | None = None
-
-    @property
-    def pct_sol(self) -> float | None:
-        if self.time_ms and self.sol_ms:
-            return 100.0 * self.sol_ms / self.time_ms
-        return None
-
-    @property
-    def speedup_over_eager(self) -> float | None:
-        if self.time_ms and self.ref_ms:
-            return self.ref_ms / self.time_ms
-        return None
-
-
-@dataclass(frozen=True)
-class VersionStats:
-    """A verified version and its measured times (None times: no timing on this device)."""
-
-    sha256: str
-    cases: tuple[CaseTiming, ...] = ()
-
-    @property
-    def timed(self) -> bool:
-        return bool(self.cases) and all(c.time_ms for c in self.cases)
-
-    @property
-    def pct_sol(self) -> float | None:
-        return geomean([c.pct_sol for c in self.cases if c.pct_sol is not None])
-
-    @property
-    def speedup_over_eager(self) -> float | None:
-        return geomean([c.speedup_over_eager for c in self.cases if c.speedup_over_eager is not None])
-
-
-@dataclass(frozen=True)
-class EvidenceRef:
-    """One finding behind a round's hypothesis, with the artefacts it points at."""
-
-    code: str
-    tier: Tier
-    family: Family
-    lines: tuple[int, ...] = ()
-    kernel: str = ""
-    artefacts: tuple[str, ...] = ()  # "kind:name" of each ArtefactRef, e.g. "ptx:softmax_kernel"
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """What the round believes: the rewrite family, the mechanism, and the findings behind it."""
-
-    family: Family
-    mechanism: str
-    findings: tuple[str, ...] = ()
-
-    @property
-    def text(self) -> str:
-        backing = ", ".join(self.findings) if self.findings else "no finding"
-        return f"{self.family}: {self.mechanism} (backed by {backing})"
-
-
-@dataclass(frozen=True)
-class DecisionRecord:
-    """The escalation decision taken after one tier."""
-
-    tier: Tier
-    climb: bool
-    next_tier: Tier | None
-    reason: str
-    family: Family | None = None
-    failed_tests: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ProposalRecord:
-    source: str
-    diff: str
-    family: Family
-    rationale: str
-    proposer: str
-    findings_addressed: tuple[str, ...] = ()
-    tokens: int = 0
-
-    @property
-    def sha256(self) -> str:
-        return sha256(self.source)
-
-
-@dataclass(frozen=True)
-class CandidateOutcome:
-    """What verifying (and timing, where the device allows) one candidate against its parent gave."""
-
-    correct: bool
-    error_kind: str = ""  # compile_error, exception, incorrect, no_launch, constant_output, timeout, ...
-    message: str = ""
-    cases: tuple[CaseTiming, ...] = ()  # the candidate's times (with eager and SOL)
-    parent_ms: tuple[float | None, ...] = ()  # the parent's times in the same process, per case
-    noise: float | None = None  # measured relative noise of the comparison (the largest case's)
-    case_noise: tuple[float | None, ...] = ()  # each case's noise floor, in case order
-    # per case, the medians of every timing round: (candidate's, parent's); what a noisy
-    # case's floor and verdict came from
-    case_rounds: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = ()
-    suspect: bool = False  # a time below the speed-of-light bound
-    wall_s: float = 0.0
-    device_s: float = 0.0
-    # (case label, what @triton.autotune chose there): evidence for a launch-config rewrite
-    autotune_choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-    @property
-    def timed(self) -> bool:
-        return bool(self.cases) and all(c.time_ms for c in self.cases) and all(self.parent_ms)
-
-    @property
-    def speedups(self) -> tuple[float | None, ...]:
-        return tuple(
-            (p / c.time_ms) if (p and c.time_ms) else None
-            for c, p in zip(self.cases, self.parent_ms, strict=False)
-        )
-
-    @property
-    def speedup(self) -> float | None:
-        """Geomean over cases of parent time / candidate time."""
-        return geomean([s for s in self.speedups if s is not None])
-
-
-@dataclass
-class RoundCost:
-    wall_s: float = 0.0
-    device_s: float = 0.0
-    tokens: int = 0
-    wall_by_tier: dict[int, float] = field(default_factory=dict)
-    device_by_tier: dict[int, float] = field(default_factory=dict)
-    verify_wall_s: float = 0.0
-    verify_device_s: float = 0.0
-
-
-@dataclass
-class RoundRecord:
-    """Everything DESIGN.md says a round records."""
-
-    index: int
-    parent_sha256: str
-    tier_reached: Tier
-    verdict: Verdict
-    reason: str = ""
-    hypothesis: Hypothesis | None = None
-    evidence: list[EvidenceRef] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    decisions: list[DecisionRecord] = field(default_factory=list)
-    proposal: ProposalRecord | None = None
-    outcome: CandidateOutcome | None = None
-    cost: RoundCost = field(default_factory=RoundCost)
-    tier_results: list[TierResult] = field(default_factory=list, repr=False)
-
-    @property
-    def speedup(self) -> float | None:
-        return self.outcome.speedup if self.outcome else None
-
-
-@dataclass
-class LoopResult:
-    initial_source: str
-    best_source: str
-    initial: VersionStats | None  # None when the initial version failed
-    best: VersionStats | None
-    rounds: list[RoundRecord] = field(default_factory=list)
-    stop_reason: StopReason = StopReason.ROUND_BUDGET
-    stop_detail: str = ""
-    # Per case, the product of the same-process speedups of the accepted rounds: each win is
-    # measured against its own parent in one child, so the chain never compares times taken in
-    # different processes. 1.0 per case when no round won; () when nothing was timed.
-    speedups_over_initial: tuple[float | None, ...] = ()
-    wall_s: float = 0.0
-    device_s: float = 0.0
-    tokens: int = 0
-    baseline_wall_s: float = 0.0
-    baseline_device_s: float = 0.0
-    device_name: str = ""
-    error: str = ""  # why the initial version failed, when it did
-
-    @property
-    def improved(self) -> bool:
-        return self.best_source != self.initial_source
-
-    @property
-    def speedup_over_initial(self) -> float | None:
-        return geomean([s for s in self.speedups_over_initial if s is not None])
-
-    @property
-    def speedups_over_eager(self) -> tuple[float | None, ...]:
-        return tuple(c.speedup_over_eager for c in self.best.cases) if self.best else ()
-
-    @property
-    def speedup_over_eager(self) -> float | None:
-        return self.best.speedup_over_eager if self.best else None
-
-    @property
-    def pct_sol(self) -> float | None:
-        return self.best.pct_sol if self.best else None
-
-    @property
-    def winning_rounds(self) -> list[RoundRecord]:
-        return [r for r in self.rounds if r.verdict is Verdict.IMPROVED]
-
-    @property
-    def winning_tiers(self) -> list[Tier]:
-        return [r.tier_reached for r in self.winning_rounds]
-
-
-@runtime_checkable
-class LoopObserver(Protocol):
-    """Called as the loop goes, so the worker can persist each step (and cancel the run)."""
-
-    def round_started(self, index: int, parent_source: str) -> None: ...
-
-    def tier_done(self, index: int, tier_result: TierResult, decision: Any) -> None: ...
-
-    def proposal_made(self, index: int, candidate: Any) -> None: ...
-
-    def proposal_verified(self, index: int, candidate: Any, outcome: CandidateOutcome) -> None: ...
-
-    def round_finished(self, index: int, record: RoundRecord) -> None: ...
-
-    def should_stop(self) -> bool: ...
-
-
-class NullObserver:
-    """An observer that records nothing and never stops the loop; subclass and override."""
-
-    def round_started(self, index: int, parent_source: str) -> None:
-        pass
-
-    def tier_done(self, index: int, tier_result: TierResult, decision: Any) -> None:
-        pass
-
-    def proposal_made(self, index: int, candidate: Any) -> None:
-        pass
-
-    def proposal_verified(self, index: int, candidate: Any, outcome: CandidateOutcome) -> None:
-        pass
-
-    def round_finished(self, index: int, record: RoundRecord) -> None:
-        pass
-
-    def should_stop(self) -> bool:
-        return False
+from diagnosis.engine.executor import (
+    CaseCheck,
+    Executor,
+    InputCase,
+    ProfileOutcome,
+    VerifyOutcome,
+)
+from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.profile import DeviceSpec
+from diagnosis.engine.proposers.base import Candidate, CaseShape, ProposalContext, Proposer, RoundHistory
+from diagnosis.engine.proposers.rules import RulesProposer
+from diagnosis.engine.records import (
+    CandidateOutcome,
+    CaseTiming,
+    DecisionRecord,
+    EvidenceRef,
+    Hypothesis,
+    LoopConfig,
+    LoopObserver,
+    LoopResult,
+    NullObserver,
+    RoundCost,
+    RoundRecord,
+    StopReason,
+    VersionStats,
+    sha256,
+)
+from diagnosis.engine.tier0 import run_tier0
+from diagnosis.engine.tier1 import run_tier1
+from diagnosis.engine.tier2 import run_tier2
+from diagnosis.engine.tier3 import run_tier3
+from diagnosis.engine.verdict import Verdict
+
+# a tier-1 profile: the profile job's, or a timed verify job's own runs (VerifyOutcome.profile)
+Profiled = ProfileOutcome | VerifyOutcome
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,23 +94,22 @@ COMPILE_WORST_BELOW = 0.5
 def run_loop(
     source: str,
     *,
-    executor: Any,
+    executor: Executor,
     config: LoopConfig,
     observer: LoopObserver | None = None,
-    proposer: Any = None,
+    proposer: Proposer | None = None,
 ) -> LoopResult:
     """Optimize `source` round by round (see the module docstring) and say why it stopped.
 
-    `executor` is a `runner.execute.Executor` (or anything with its `verify`, `profile`,
-    `compile` methods and `costs` list); `proposer` a `Proposer` (default: the rules proposer).
-    Nothing user code does raises out of here: failures become verdicts and stop reasons.
+    `proposer` defaults to the one `config.proposer` names (the rules proposer). Nothing user
+    code does raises out of here: failures become verdicts and stop reasons.
     """
     if proposer is None:
         proposer = default_proposer(config.proposer)
     with tempfile.TemporaryDirectory(prefix="kernelopt-loop-") as tmp:
         # One Triton cache for all of the run's jobs: a kernel compiled by the baseline is not
         # compiled again by every verification of its children (an executor's own cache wins).
-        shared_cache = getattr(executor, "cache_dir", "") is None
+        shared_cache = executor.cache_dir is None
         if shared_cache:
             executor.cache_dir = str(Path(tmp) / "triton-cache")
         try:
@@ -403,10 +119,8 @@ def run_loop(
                 executor.cache_dir = None
 
 
-def default_proposer(name: str) -> Any:
+def default_proposer(name: str) -> Proposer:
     if name in ("", "rules"):
-        from diagnosis.engine.proposers.rules import RulesProposer
-
         # None: the limit comes from ProposalContext.max_candidates (2: a fallback when the
         # first candidate repeats an earlier one)
         return RulesProposer(max_candidates=None)
@@ -427,17 +141,14 @@ class _Version:
 class _Meter:
     """Wall and device seconds spent by the executor's jobs since the meter started."""
 
-    def __init__(self, executor: Any) -> None:
+    def __init__(self, executor: Executor) -> None:
         self.executor = executor
-        self.start = len(self._costs())
+        self.start = len(executor.costs)
         self.t0 = time.perf_counter()
-
-    def _costs(self) -> list[Any]:
-        return list(getattr(self.executor, "costs", []) or [])
 
     @property
     def device_s(self) -> float:
-        return sum(float(getattr(c, "device_s", 0.0) or 0.0) for c in self._costs()[self.start :])
+        return sum(c.device_s for c in self.executor.costs[self.start :])
 
     @property
     def wall_s(self) -> float:
@@ -446,7 +157,13 @@ class _Meter:
 
 class _Loop:
     def __init__(
-        self, source: str, executor: Any, config: LoopConfig, observer: Any, proposer: Any, workdir: Path
+        self,
+        source: str,
+        executor: Executor,
+        config: LoopConfig,
+        observer: LoopObserver,
+        proposer: Proposer,
+        workdir: Path,
     ) -> None:
         self.initial_source = source
         self.executor = executor
@@ -454,11 +171,11 @@ class _Loop:
         self.observer = observer
         self.proposer = proposer
         self.workdir = workdir
-        self.timing_device = config.device != "cpu"
+        self.timing_device = devices.get(config.device).accelerator
         # without ncu a timed verify job's own runs are the version's tier-1 profile (its
         # launches and interleaved times); with ncu the profile job runs for the counters
         self.gate_profiles = self.timing_device and not config.ncu
-        self.case_shapes: tuple[Any, ...] = ()  # CaseShape per input case, from the baseline's verify
+        self.case_shapes: tuple[CaseShape, ...] = ()  # CaseShape per input case, from the baseline's verify
         self.unverifiable = False  # the baseline found no case this device can check
         self.diagnose_only = False  # then rounds gather evidence and propose nothing
         self.available = {Tier.TRIAGE, Tier.IR, Tier.COMPILER} | (
@@ -467,12 +184,12 @@ class _Loop:
         # caches, keyed by the sha256 of a version's source
         self.tier_cache: dict[tuple[str, Tier], TierResult | None] = {}
         self.tier_notes: dict[tuple[str, Tier], str] = {}
-        self.compile_cache: dict[tuple[str, str], Any] = {}
-        self.profile_cache: dict[str, Any] = {}
-        self.history: dict[str, list[Any]] = {}  # parent sha -> RoundHistory of rounds on it
+        self.compile_cache: dict[tuple[str, str], CompileResult | TierUnavailable] = {}
+        self.profile_cache: dict[str, Profiled] = {}
+        self.history: dict[str, list[RoundHistory]] = {}  # parent sha -> RoundHistory of rounds on it
         self.no_rewrite: dict[str, set[Family]] = {}  # parent sha -> families with no applicable rewrite
         self.tried: set[str] = set()  # candidate shas already verified (never verified twice)
-        self.device_spec: Any = None
+        self.device_spec: DeviceSpec | None = None
         self.device_name = ""
         self.tokens = 0
 
@@ -586,24 +303,21 @@ class _Loop:
         outcome = self.executor.verify(
             path, None, seeds=list(self.config.seeds), time=self.gate_profiles, options=self.config.verify_options
         )
-        self.case_shapes = _with_launch_ints(
-            _case_shapes(getattr(outcome, "input_shapes", None) or ()), getattr(outcome, "cases", ()) or ()
-        )
+        self.case_shapes = _with_launch_ints(_case_shapes(outcome.input_cases), outcome.cases)
         if not (outcome.ok and outcome.passed):
-            err = getattr(outcome, "error", None)
-            self.unverifiable = not self.timing_device and err is not None and err.kind == "no_checkable_case"
-            return None, _error_text(outcome)
+            self.unverifiable = not self.timing_device and outcome.kind == "no_checkable_case"
+            return None, outcome.error_text
         if not self.timing_device:
             cases = tuple(CaseTiming(c.index, None) for c in outcome.cases if c.kind == "timed")
             return VersionStats(digest, cases), ""
-        prof: Any = outcome if self.gate_profiles and getattr(outcome, "profile", None) is not None else None
+        prof: Profiled | None = outcome if self.gate_profiles and outcome.profile is not None else None
         if prof is None:
             # The profile job times ModelNew and the reference per case and records the
             # launches: the baseline's times, and round 1's tier-1 evidence.
             prof = self.executor.profile(path, self.config.ncu)
         self.profile_cache[digest] = prof
         if not prof.ok or prof.profile is None:
-            return None, "profiling the initial version failed: " + _error_text(prof)
+            return None, "profiling the initial version failed: " + prof.error_text
         profile = prof.profile
         if profile.device is not None:
             self.device_spec = profile.device
@@ -627,12 +341,12 @@ class _Loop:
         )
         history = self.history.setdefault(parent.sha, [])
         no_rewrite = self.no_rewrite.setdefault(parent.sha, set())
-        failed = {h.family for h in history if h.family is not None and h.verdict in ("failed", "no-gain")}
+        failed = {h.family for h in history if h.family is not None and h.verdict.rejected}
 
         results: list[TierResult] = []
         notes: list[str] = []
         stop = ""
-        chosen: Any = None
+        chosen: list[Candidate] = []
         family: Family | None = None
         attempts: list[str] = []
         while True:
@@ -650,9 +364,9 @@ class _Loop:
                 record.reason = f"{decision.reason}; no proposal: nothing can be verified on this device"
                 break
             candidates, error = self._propose(index, parent, results, excluded, family, cost)
-            if error:
-                record.reason = error.message if hasattr(error, "message") else str(error)
-                if getattr(error, "permanent", False):
+            if error is not None:
+                record.reason = error.message
+                if error.permanent:
                     stop = f"the proposer cannot continue: {record.reason}"
                 break
             codes = {f.code for r in results for f in r.findings if f.family is family}
@@ -678,7 +392,7 @@ class _Loop:
         if notes:
             record.reason = "; ".join([record.reason, *notes]) if record.reason else "; ".join(notes)
         if record.verdict is Verdict.INCONCLUSIVE:
-            history.append(_history(index, None, "inconclusive", ""))
+            history.append(_history(index, None, Verdict.INCONCLUSIVE, ""))
         cost.wall_s = time.perf_counter() - t0
         cost.device_s = meter.device_s
         record.cost = cost
@@ -693,10 +407,8 @@ class _Loop:
         record: RoundRecord,
         cost: RoundCost,
         notes: list[str],
-    ) -> Any:
+    ) -> Decision:
         """Run tiers from the lowest while the evidence fails a test; returns the last decision."""
-        from diagnosis.engine.escalation import decide
-
         available = set(self.available)
         for tier in list(available):
             if self.tier_cache.get((parent.sha, tier), ...) is None:  # failed before on this source
@@ -730,9 +442,7 @@ class _Loop:
             record.decisions.append(_decision_record(tier, after))
             self.observer.tier_done(index, tr, record.decisions[-1])
 
-    def _family(self, decision: Any, results: list[TierResult], excluded: set[Family]) -> Family | None:
-        from diagnosis.engine.escalation import choose_family
-
+    def _family(self, decision: Decision, results: list[TierResult], excluded: set[Family]) -> Family | None:
         if decision.family is not None and decision.family not in excluded:
             return decision.family
         kept = [f for r in results for f in r.findings if f.family not in excluded]
@@ -750,7 +460,7 @@ class _Loop:
         meter = _Meter(self.executor)
         try:
             tr = self._run_tier(tier, parent, results)
-        except _TierUnavailable as exc:
+        except TierUnavailable as exc:
             tr = None
             self.tier_notes[key] = f"tier {int(tier)} unavailable: {exc}"
         self.tier_cache[key] = tr
@@ -762,35 +472,27 @@ class _Loop:
 
     def _run_tier(self, tier: Tier, parent: _Version, results: list[TierResult]) -> TierResult:
         if tier is Tier.TRIAGE:
-            from diagnosis.engine.tier0 import run_tier0
-
             return run_tier0(parent.source, patterns=self.config.patterns)
         if tier is Tier.PROFILE:
-            from diagnosis.engine.tier1 import run_tier1
-
             prof = self.profile_cache.get(parent.sha)
             if prof is None:
                 prof = self.executor.profile(parent.path, self.config.ncu)
                 self.profile_cache[parent.sha] = prof
             if not prof.ok or prof.profile is None:
-                raise _TierUnavailable("the profile job failed: " + _error_text(prof))
+                raise TierUnavailable("the profile job failed: " + prof.error_text)
             return run_tier1(prof.profile, source=parent.source)
         if tier is Tier.IR:
-            from diagnosis.engine.tier2 import run_tier2
-
             return run_tier2(self._compiled(parent, dumps=self._dumps_in_tier2()), parent.source)
         if tier is Tier.COMPILER:
-            from diagnosis.engine.tier3 import run_tier3
-
             compiled = self._compiled(parent, dumps=True)
             prior = [f for r in results if r.tier < Tier.COMPILER for f in r.findings]
 
-            def recompile(overrides: dict[str, Any], case: int | None = None) -> Any:
+            def recompile(overrides: dict[str, object], case: int | None = None) -> CompileResult:
                 # a counterfactual compares one specialization: compile only its case
                 return self._compiled(parent, dumps=False, overrides=overrides, cases=None if case is None else [case])
 
             return run_tier3(compiled, parent.source, recompile=recompile, prior=prior)
-        raise _TierUnavailable(f"unknown tier {tier!r}")
+        raise TierUnavailable(f"unknown tier {tier!r}")
 
     def _dumps_in_tier2(self) -> bool:
         # One compile job with pass dumps serves tiers 2 and 3 when tier 3 may run: a second
@@ -798,12 +500,15 @@ class _Loop:
         return self.config.max_tier >= Tier.COMPILER
 
     def _compiled(
-        self, parent: _Version, *, dumps: bool, overrides: dict[str, Any] | None = None, cases: list[int] | None = None
-    ) -> Any:
+        self,
+        parent: _Version,
+        *,
+        dumps: bool,
+        overrides: dict[str, object] | None = None,
+        cases: list[int] | None = None,
+    ) -> CompileResult:
         """The compile job's result for `parent` (cached): of `cases`, by default the ones
         `_compile_cases` picks."""
-        from diagnosis.engine.ir import CompileResult
-
         over = json.dumps(overrides or {}, sort_keys=True, default=str)
         cases = cases or self._compile_cases(parent)
         key = (parent.sha, f"dumps={dumps} overrides={over} cases={cases}")
@@ -813,20 +518,19 @@ class _Loop:
                 return self.compile_cache[key_dumps]
         if key in self.compile_cache:
             cached = self.compile_cache[key]
-            if isinstance(cached, _TierUnavailable):
+            if isinstance(cached, TierUnavailable):
                 raise cached
             return cached
-        options: dict[str, Any] = {"pass_dumps": dumps}
+        options: dict[str, object] = {"pass_dumps": dumps}
         if overrides:
             options["overrides"] = overrides
         out = self.executor.compile(parent.path, self.config.target, options, cases=cases)
         if not out.ok or out.result is None:
-            err = _TierUnavailable("the compile job failed: " + _error_text(out))
+            err = TierUnavailable("the compile job failed: " + out.error_text)
             self.compile_cache[key] = err
             raise err
-        compiled = CompileResult.from_json(out.result)
-        self.compile_cache[key] = compiled
-        return compiled
+        self.compile_cache[key] = out.result
+        return out.result
 
     def _compile_cases(self, parent: _Version) -> list[int] | None:
         """The input cases whose launches tiers 2 and 3 compile: case 0, and the case furthest
@@ -836,8 +540,8 @@ class _Loop:
         case ran at 11 %SOL against 65 % for 4096^3, with 16-bit loads and no cp.async
         pipelining that a compile of case 0 alone never showed."""
         prof = self.profile_cache.get(parent.sha)
-        profile = getattr(prof, "profile", None)
-        sols = {c.index: c.pct_sol for c in getattr(profile, "cases", ()) if c.pct_sol is not None}
+        cases = prof.profile.cases if prof is not None and prof.profile is not None else ()
+        sols = {c.index: c.pct_sol for c in cases if c.pct_sol is not None}
         if 0 not in sols or len(sols) < 2:
             return None
         worst = min(sols, key=lambda i: sols[i])
@@ -853,10 +557,7 @@ class _Loop:
         excluded: set[Family],
         family: Family,
         cost: RoundCost,
-    ) -> tuple[list[Any], Any]:
-        from diagnosis.engine.escalation import score
-        from diagnosis.engine.proposers.base import ProposalContext, ProposerError
-
+    ) -> tuple[list[Candidate], ProposerError | None]:
         findings = _dedupe([f for r in results for f in r.findings if f.family not in excluded])
         # The hypothesis' family first, best-scored first: a proposer that takes the head of
         # the list acts on what the evidence narrowed to.
@@ -876,7 +577,7 @@ class _Loop:
             self.tokens += exc.tokens
             cost.tokens += exc.tokens
             return [], exc
-        spent = sum(int(getattr(c, "tokens", 0) or 0) for c in candidates)
+        spent = sum(c.tokens for c in candidates)
         self.tokens += spent
         cost.tokens += spent
         return candidates, None
@@ -887,13 +588,13 @@ class _Loop:
         self,
         index: int,
         parent: _Version,
-        chosen: list[Any],
+        chosen: list[Candidate],
         record: RoundRecord,
         cost: RoundCost,
-        history: list,
+        history: list[RoundHistory],
     ) -> _Version | None:
-        best: tuple[float, _Version, Any, CandidateOutcome, Verdict, str] | None = None
-        last: tuple[Any, CandidateOutcome, Verdict, str] | None = None
+        best: tuple[float, _Version, Candidate, CandidateOutcome, Verdict, str] | None = None
+        last: tuple[Candidate, CandidateOutcome, Verdict, str] | None = None
         for cand in chosen:
             self.observer.proposal_made(index, cand)
             t0 = time.perf_counter()
@@ -905,7 +606,7 @@ class _Loop:
             self.tried.add(sha256(cand.source))
             self.observer.proposal_verified(index, cand, outcome)
             verdict, why = self._judge(outcome)
-            history.append(_history(index, cand, str(verdict), why, outcome.speedup))
+            history.append(_history(index, cand, verdict, why, outcome.speedup))
             last = (cand, outcome, verdict, why)
             if verdict is Verdict.IMPROVED:
                 stats = VersionStats(sha256(cand.source), outcome.cases)
@@ -918,21 +619,13 @@ class _Loop:
             assert last is not None
             cand, outcome, verdict, why = last
             version = None
-        record.proposal = ProposalRecord(
-            source=cand.source,
-            diff=cand.diff,
-            family=cand.family,
-            rationale=cand.rationale,
-            proposer=cand.proposer,
-            findings_addressed=tuple(cand.findings_addressed),
-            tokens=int(getattr(cand, "tokens", 0) or 0),
-        )
+        record.proposal = cand
         record.outcome = outcome
         record.verdict = verdict
         record.reason = why if not record.reason else f"{why}; {record.reason}"
         return version
 
-    def _verify(self, parent: _Version, cand: Any) -> CandidateOutcome:
+    def _verify(self, parent: _Version, cand: Candidate) -> CandidateOutcome:
         changed = reference_changes(self.initial_source, cand.source)
         if changed:
             return CandidateOutcome(
@@ -943,10 +636,10 @@ class _Loop:
         path = self._write(cand.source)
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
                                    time=self.timing_device, options=self.config.verify_options)  # fmt: skip
-        if self.gate_profiles and getattr(out, "profile", None) is not None:
+        if self.gate_profiles and out.profile is not None:
             # the candidate's profile came with its gate: if it wins, tier 1 reads it from here
             self.profile_cache[sha256(cand.source)] = out
-        timing = getattr(out, "timing", None)
+        timing = out.timing
         cases: tuple[CaseTiming, ...] = ()
         parent_ms: tuple[float | None, ...] = ()
         noise = None
@@ -967,23 +660,19 @@ class _Loop:
             error_kind=""
             if (out.ok and out.passed)
             else (out.reason or (out.error.kind if out.error else "failed")),
-            message="" if (out.ok and out.passed) else _error_text(out),
+            message="" if (out.ok and out.passed) else out.error_text,
             cases=cases,
             parent_ms=parent_ms,
             noise=noise,
             case_noise=case_noise,
             case_rounds=case_rounds,
-            suspect=bool(getattr(out, "suspect", False)),
-            autotune_choices=tuple(
-                (c.label, c.autotune_choices) for c in getattr(out, "cases", ()) if c.autotune_choices
-            ),
+            suspect=out.suspect,
+            autotune_choices=tuple((c.label, c.autotune_choices) for c in out.cases if c.autotune_choices),
         )
 
     def _judge(self, outcome: CandidateOutcome) -> tuple[Verdict, str]:
         """The round's verdict from the gate and the timing (diagnosis.engine.verdict's rules,
         plus the loop's minimum gain)."""
-        from diagnosis.engine import verdict as policy
-
         if not outcome.correct:
             return Verdict.FAILED, f"failed verification ({outcome.error_kind}): {outcome.message}"[:600]
         if outcome.suspect:
@@ -1001,9 +690,9 @@ class _Loop:
         overall = policy.overall(True, decisions)
         floor = policy.combined_floor(decisions)
         speed = outcome.speedup or 0.0
-        if overall is policy.Verdict.IMPROVED:
+        if overall is policy.TimingVerdict.IMPROVED:
             return Verdict.IMPROVED, f"verified: {speed:.3f}x over its parent (floor {100 * floor:.1f} %)"
-        if overall is policy.Verdict.SUSPECT:
+        if overall is policy.TimingVerdict.SUSPECT:
             return Verdict.FAILED, "suspect: a case ran faster than the speed-of-light bound"
         slower = [c.index for c, d in zip(outcome.cases, decisions, strict=False) if d.slower]
         tail = f"; slower on case(s) {', '.join(map(str, slower))}" if slower else ""
@@ -1013,31 +702,22 @@ class _Loop:
         )
 
 
-class _TierUnavailable(Exception):
-    """A tier could not produce evidence for this source (its job failed); the round goes on without it."""
-
-
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _case_shapes(raw: Any) -> tuple[Any, ...]:
+def _case_shapes(inputs: Sequence[InputCase]) -> tuple[CaseShape, ...]:
     """The verify job's per-case input shapes as the proposers' CaseShape records (the inputs
     are the parent module's, so they hold for every candidate of the run)."""
-    from diagnosis.engine.proposers.base import CaseShape
-
-    timed = [c for c in raw if c.get("kind") == "timed"]
-    extra = [c for c in raw if c.get("kind") != "timed"]
-    return tuple(
-        CaseShape(i, tuple(tuple(s) for s in c["shapes"]), tuple(c["dtypes"]), c.get("kind") == "timed")
-        for i, c in enumerate(timed + extra)
-    )
+    timed = [c for c in inputs if c.kind == "timed"]
+    extra = [c for c in inputs if c.kind != "timed"]
+    return tuple(CaseShape(i, c.shapes, c.dtypes, c.kind == "timed") for i, c in enumerate(timed + extra))
 
 
-def _with_launch_ints(shapes: tuple[Any, ...], checks: Any) -> tuple[Any, ...]:
+def _with_launch_ints(shapes: tuple[CaseShape, ...], checks: Sequence[CaseCheck]) -> tuple[CaseShape, ...]:
     """The CaseShape records with the integer launch arguments the verify job recorded per case
     (a check's index counts within its kind, a CaseShape's over timed then verify cases)."""
     recorded = {
-        (c.kind == "timed", c.index): c.launch_ints for c in checks if getattr(c, "launch_ints", None)
+        (c.kind == "timed", c.index): c.launch_ints for c in checks if c.launch_ints
     }
     n_timed = sum(1 for s in shapes if s.timed)
     out = []
@@ -1049,7 +729,9 @@ def _with_launch_ints(shapes: tuple[Any, ...], checks: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _with_sol(shapes: tuple[Any, ...], times: dict[int, tuple[float | None, float | None]]) -> tuple[Any, ...]:
+def _with_sol(
+    shapes: tuple[CaseShape, ...], times: dict[int, tuple[float | None, float | None]]
+) -> tuple[CaseShape, ...]:
     """The timed cases' CaseShape records with the baseline's speed-of-light and measured times
     (case index -> (sol_ms, time_ms))."""
     def us(ms: float | None) -> float | None:
@@ -1060,14 +742,6 @@ def _with_sol(shapes: tuple[Any, ...], times: dict[int, tuple[float | None, floa
         sol_ms, time_ms = times.get(c.index, (None, None))
         out.append(replace(c, sol_us=us(sol_ms), time_us=us(time_ms)) if c.timed and (sol_ms or time_ms) else c)
     return tuple(out)
-
-
-def _error_text(outcome: Any) -> str:
-    err = getattr(outcome, "error", None)
-    if err is None:
-        return getattr(outcome, "reason", "") or "failed"
-    where = f" (line {err.line})" if getattr(err, "line", None) else ""
-    return f"{err.kind}: {err.message}{where}"
 
 
 def _replace_cost(outcome: CandidateOutcome, wall_s: float, device_s: float) -> CandidateOutcome:
@@ -1083,8 +757,6 @@ def _view(result: TierResult, excluded: set[Family]) -> TierResult:
     """
     if not excluded:
         return result
-    from diagnosis.engine.escalation import actionable, choose_family
-
     kept = [f for f in result.findings if f.family not in excluded]
     top = choose_family(result.findings)
     narrows = result.narrows and top not in excluded and choose_family(kept) is not None
@@ -1100,7 +772,7 @@ def _view(result: TierResult, excluded: set[Family]) -> TierResult:
     )
 
 
-def _decision_record(tier: Tier, decision: Any) -> DecisionRecord:
+def _decision_record(tier: Tier, decision: Decision) -> DecisionRecord:
     return DecisionRecord(
         tier=tier,
         climb=decision.climb,
@@ -1112,21 +784,15 @@ def _decision_record(tier: Tier, decision: Any) -> DecisionRecord:
 
 
 def _mechanism(family: Family) -> str:
-    from diagnosis.engine.escalation import MECHANISMS
-
     return MECHANISMS.get(family, "no known mechanism")
 
 
 def _backing(findings: list[Finding], family: Family) -> tuple[str, ...]:
-    from diagnosis.engine.escalation import score
-
     ours = sorted((f for f in findings if f.family is family), key=score, reverse=True)
     return tuple(dict.fromkeys(f.code for f in ours))
 
 
 def _evidence(findings: list[Finding], family: Family | None) -> list[EvidenceRef]:
-    from diagnosis.engine.escalation import actionable, score
-
     acts = sorted(actionable(findings), key=lambda f: (f.family is not family, -score(f)))
     return [
         EvidenceRef(
@@ -1145,7 +811,9 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return list(dict.fromkeys(findings))
 
 
-def _pick(candidates: list[Any], family: Family, codes: set[str], skip: set[str], limit: int) -> list[Any]:
+def _pick(
+    candidates: list[Candidate], family: Family, codes: set[str], skip: set[str], limit: int
+) -> list[Candidate]:
     """Candidates of the hypothesis' family, or composites that address its findings; never
     one already verified or the parent itself."""
     fresh = [c for c in candidates if sha256(c.source) not in skip]
@@ -1153,9 +821,9 @@ def _pick(candidates: list[Any], family: Family, codes: set[str], skip: set[str]
     return ours[: max(1, limit)]
 
 
-def _history(index: int, cand: Any, verdict: str, reason: str, speedup: float | None = None) -> Any:
-    from diagnosis.engine.proposers.base import RoundHistory
-
+def _history(
+    index: int, cand: Candidate | None, verdict: Verdict, reason: str, speedup: float | None = None
+) -> RoundHistory:
     return RoundHistory(
         index=index,
         family=cand.family if cand is not None else None,

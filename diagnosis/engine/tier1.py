@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from diagnosis.engine.escalation import modest_gain, severity_rank, top_severity_families
+from diagnosis.engine.escalation import modest_gain, top_severity_families
 from diagnosis.engine.evidence import ArtefactRef, Family, Finding, Severity, Tier, TierResult, register_code
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
 
@@ -292,7 +292,7 @@ def run_tier1(profile: ProfileResult, *, source: str | None = None) -> TierResul
 
     hot_case = _hot_case(profile.cases)
     gap_known = hot_case is not None and hot_case.pct_sol is not None and hot_case.sol_ms is not None
-    symptoms = [f for f in findings if severity_rank(f.severity) >= severity_rank(Severity.LOW)]
+    symptoms = [f for f in findings if f.severity.rank >= Severity.LOW.rank]
     # A kernel is only the hotspot when something was measured: ncu durations or a timed case.
     result.localizes = hotspot is not None and (bool(profile.ncu) or hot_case is not None)
     result.narrows = len(top_severity_families(findings)) == 1

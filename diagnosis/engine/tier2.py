@@ -161,12 +161,11 @@ def run_tier2(result: CompileResult, source: str) -> TierResult:
 def _narrows(findings: list[Finding]) -> bool:
     if not findings:
         return False
-    top = max(_RANK[f.severity] for f in findings)
-    families = {f.family for f in findings if _RANK[f.severity] == top}
+    top = max(f.severity.rank for f in findings)
+    families = {f.family for f in findings if f.severity.rank == top}
     return len(families) == 1 and Family.NONE not in families
 
 
-_RANK = {Severity.INFO: 0, Severity.LOW: 1, Severity.MEDIUM: 2, Severity.HIGH: 3}
 
 
 def _src(src_lines: list[str], line: int) -> str:

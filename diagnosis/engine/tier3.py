@@ -22,7 +22,7 @@ from diagnosis.engine.counterfactual import (
     NO_SPILLS,
     PIPELINE,
     VECTORIZE,
-    Hypothesis,
+    Counterfactual,
     run_counterfactual,
 )
 from diagnosis.engine.evidence import (
@@ -117,7 +117,7 @@ def run_tier3(
     *,
     recompile: Recompile | None = None,
     prior: Sequence[Finding] = (),
-    extra: Sequence[Hypothesis] = (),
+    extra: Sequence[Counterfactual] = (),
     max_counterfactuals: int = 3,
 ) -> TierResult:
     """Explain the tier-2 problems of every kernel in `result` (compiled with pass_dumps=True).
@@ -134,7 +134,7 @@ def run_tier3(
     t0 = time.perf_counter()
     out = TierResult(tier=Tier.COMPILER)
     src_lines = source.splitlines()
-    hypotheses: list[Hypothesis] = []
+    hypotheses: list[Counterfactual] = []
     data: dict[str, Any] = {"kernels": {}, "counterfactuals": [], "prior": sorted({f.code for f in prior})}
     for kernel in result.kernels:
         if kernel.error:
@@ -199,9 +199,9 @@ def run_tier3(
     return out
 
 
-def _merge(hypotheses: Sequence[Hypothesis]) -> list[Hypothesis]:
+def _merge(hypotheses: Sequence[Counterfactual]) -> list[Counterfactual]:
     """One hypothesis per distinct change; the lines it should affect are pooled."""
-    merged: dict[tuple, Hypothesis] = {}
+    merged: dict[tuple, Counterfactual] = {}
     for h in hypotheses:
         old = merged.get(h.key)
         if old is None:
@@ -277,7 +277,7 @@ def pass_diff(before: str, after: str, limit: int = 40) -> str:
 
 def explain(
     kernel: CompiledKernel, table: dict[int, LineStats], finding: Finding, src_lines: list[str]
-) -> tuple[list[Finding], list[Hypothesis]]:
+) -> tuple[list[Finding], list[Counterfactual]]:
     if finding.code == SCALAR_GLOBAL.code:
         return _explain_scalar(kernel, table, finding)
     if finding.code == NO_ASYNC_COPY.code:
@@ -301,7 +301,7 @@ def _arg_desc(arg: LaunchArg | None, name: str) -> str:
 
 def _explain_scalar(
     kernel: CompiledKernel, table: dict[int, LineStats], finding: Finding
-) -> tuple[list[Finding], list[Hypothesis]]:
+) -> tuple[list[Finding], list[Counterfactual]]:
     a = finding.args
     line = finding.lines[0]
     row = table.get(line)
@@ -408,7 +408,7 @@ def _explain_scalar(
     hyps = []
     if blockers:
         hyps.append(
-            Hypothesis(
+            Counterfactual(
                 kernel.name,
                 {"divisibility": sorted(b["arg"] for b in blockers)},
                 VECTORIZE,
@@ -430,20 +430,20 @@ def _loop_line(kernel: CompiledKernel) -> int | None:
 
 def _explain_pipeline(
     kernel: CompiledKernel, table: dict[int, LineStats], finding: Finding
-) -> tuple[list[Finding], list[Hypothesis]]:
+) -> tuple[list[Finding], list[Counterfactual]]:
     loop_line = _loop_line(kernel) or finding.args["line"]
     dump = _dump_after(kernel, "TritonGPUPipeline")
     async_after = dump.ops.get("ttg.async_copy_global_to_local", 0) if dump else None
     load_lines = finding.args.get("load_lines", [])
     narrow = [ln for ln in load_lines if (table[ln].max_width(GLOBAL_LOAD) or 128) < 32]
-    hyps: list[Hypothesis] = []
+    hyps: list[Counterfactual] = []
     if kernel.num_stages <= 1:
         reason = (
             f"num_stages={kernel.num_stages}: the pipeliner has no stage to prefetch into, so each iteration "
             "loads its tiles, waits, then computes"
         )
         hyps.append(
-            Hypothesis(
+            Counterfactual(
                 kernel.name,
                 {"num_stages": 3},
                 PIPELINE,
@@ -482,7 +482,7 @@ def _explain_pipeline(
     ], hyps
 
 
-def _explain_dot(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Hypothesis]]:
+def _explain_dot(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Counterfactual]]:
     line = finding.lines[0]
     func = parse_mlir(kernel.stages.get("ttir", ""), kernel.filename)
     dots = [op for op in func.ops if op.name == "tt.dot" and op.line == line] or [
@@ -550,10 +550,10 @@ def _largest_tensor(kernel: CompiledKernel) -> tuple[int, str, int | None, str] 
     return best
 
 
-def _explain_spills(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Hypothesis]]:
+def _explain_spills(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Counterfactual]]:
     threads = kernel.num_warps * 32
     big = _largest_tensor(kernel)
-    hyps: list[Hypothesis] = []
+    hyps: list[Counterfactual] = []
     args: dict[str, Any] = {
         "kernel": kernel.name,
         "num_warps": kernel.num_warps,
@@ -578,7 +578,7 @@ def _explain_spills(kernel: CompiledKernel, finding: Finding) -> tuple[list[Find
                 f"; num_warps={want} would bring it to {math.ceil(per_thread * kernel.num_warps / want)}"
             )
             hyps.append(
-                Hypothesis(
+                Counterfactual(
                     kernel.name, {"num_warps": want}, NO_SPILLS, (), Family.LAUNCH_CONFIG, SPILL_CAUSE.code,
                     kernel.case,
                 )
@@ -598,7 +598,7 @@ def _explain_spills(kernel: CompiledKernel, finding: Finding) -> tuple[list[Find
 _ENC = re.compile(r"#(blocked\d*|mma\d*|linear\d*|shared\d*|ttg\.slice<[^>]*>|ttg\.dot_op<[^>]*>)")
 
 
-def _explain_layout(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Hypothesis]]:
+def _explain_layout(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Counterfactual]]:
     line = finding.lines[0]
     func = parse_mlir(kernel.stages.get("ttgir", ""), kernel.filename)
     users: dict[str, list] = {}
@@ -642,4 +642,4 @@ def _explain_layout(kernel: CompiledKernel, finding: Finding) -> tuple[list[Find
     return out, []
 
 
-__all__ = ["run_tier3", "pass_effects", "pass_diff", "explain", "Hypothesis", "tensor_shape"]
+__all__ = ["run_tier3", "pass_effects", "pass_diff", "explain", "Counterfactual", "tensor_shape"]

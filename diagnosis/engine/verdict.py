@@ -1,8 +1,9 @@
-"""Turn raw timings into decisions: noise floor, speedup, faster / slower, suspect, verdict.
+"""Verdicts: a round's `Verdict`, and the rules that turn raw timings into a `TimingVerdict`
+(noise floor, speedup, faster / slower, suspect).
 
 Pure standard library. The sandbox child only measures (it may not import `diagnosis`);
-`runner.execute` applies these rules to the child's numbers, so the policy lives in one place
-and is tested with plain tables (tests/engine/test_verdict.py).
+`diagnosis.engine.executor.compare_timings` applies these rules to the child's numbers, so
+the policy lives in one place and is tested with plain tables (tests/engine/test_verdict.py).
 
 Rules (DESIGN.md, "Verification gate"):
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MIN_NOISE_FLOOR = 0.01
@@ -46,6 +47,32 @@ SUSPECT_MARGIN = 0.02
 
 
 class Verdict(enum.StrEnum):
+    """How a round ended: the one vocabulary of the loop, the proposers' history, the stored
+    Round rows (whose choices are built from it) and the reports."""
+
+    IMPROVED = "improved"  # verified: correct everywhere, faster than its parent above the noise floor
+    NO_GAIN = "no-gain"  # correct, but not faster above the noise floor (or no timing on this device)
+    FAILED = "failed"  # did not compile, crashed, wrong answer, launches no Triton kernel, suspect time
+    INCONCLUSIVE = "inconclusive"  # the deepest evidence explains nothing, or no rewrite applies
+
+    @property
+    def label(self) -> str:
+        return self.value.replace("-", " ")
+
+    @property
+    def rejected(self) -> bool:
+        """The round's proposal was tried and did not win: its family is not tried again on
+        the same parent."""
+        return self in (Verdict.FAILED, Verdict.NO_GAIN)
+
+
+class TimingVerdict(enum.StrEnum):
+    """What the gate and the timings say about a candidate against its parent.
+
+    Not a round's `Verdict`: the loop decides that from this one and its own minimum gain
+    (a suspect or failed candidate fails the round; slower is no gain).
+    """
+
     IMPROVED = "improved"  # correct and faster than the parent above the noise floor
     NO_GAIN = "no-gain"  # correct, within the noise floor of the parent
     SLOWER = "slower"  # correct, measurably slower than the parent
@@ -93,8 +120,9 @@ def median(values: Sequence[float]) -> float | None:
     return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2
 
 
-def geomean(values: Sequence[float]) -> float | None:
-    data = [v for v in values if v is not None and v > 0]
+def geomean(values: Iterable[float | None]) -> float | None:
+    """The geometric mean of the positive, finite values; None when there is none."""
+    data = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
     if not data:
         return None
     return math.exp(sum(math.log(v) for v in data) / len(data))
@@ -131,20 +159,20 @@ def combined_floor(cases: Sequence[CaseDecision]) -> float:
     return math.exp(sum(math.log1p(c.floor) for c in timed) / len(timed)) - 1.0
 
 
-def overall(correct: bool, cases: Sequence[CaseDecision]) -> Verdict:
+def overall(correct: bool, cases: Sequence[CaseDecision]) -> TimingVerdict:
     """The verdict for a candidate over all its timed cases (see the module docstring)."""
     if not correct:
-        return Verdict.FAILED
+        return TimingVerdict.FAILED
     timed = [c for c in cases if c.speedup is not None]
     if not timed:
-        return Verdict.SUSPECT if any(c.suspect for c in cases) else Verdict.UNTIMED
+        return TimingVerdict.SUSPECT if any(c.suspect for c in cases) else TimingVerdict.UNTIMED
     if any(c.suspect for c in cases):
-        return Verdict.SUSPECT
+        return TimingVerdict.SUSPECT
     floor = combined_floor(timed)
     mean = geomean([c.speedup for c in timed if c.speedup is not None])
     assert mean is not None
     if mean > 1.0 + floor and not any(c.slower for c in timed):
-        return Verdict.IMPROVED
+        return TimingVerdict.IMPROVED
     if mean < 1.0 / (1.0 + floor):
-        return Verdict.SLOWER
-    return Verdict.NO_GAIN
+        return TimingVerdict.SLOWER
+    return TimingVerdict.NO_GAIN

@@ -2,14 +2,18 @@
 
 The child asks `get_backend(request.device)` for the device and talks to it only through the
 `Backend` protocol, so the verification gate, timing and profiling code is the same on every
-device. Backends import torch (and torch_npu) lazily: `runner.sandbox` and the worker import
-this package's names without touching an accelerator.
+device. Which class serves a kind is the registry's (`diagnosis.engine.devices`); the module is
+imported only when asked for, so `runner.sandbox` and the worker import this package's names
+without touching an accelerator.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
+
+from diagnosis.engine import devices
 
 
 @runtime_checkable
@@ -45,20 +49,11 @@ class Backend(Protocol):
 
 
 def get_backend(device: str) -> Backend:
-    """The backend for a request's device; raises DeviceUnavailable when it cannot be used here."""
-    if device == "cpu":
-        from runner.backends.cpu import CpuBackend
-
-        return CpuBackend()
-    if device == "cuda":
-        from runner.backends.cuda import CudaBackend
-
-        return CudaBackend()
-    if device == "npu":
-        from runner.backends.npu import NpuBackend
-
-        return NpuBackend()
-    raise ValueError(f"unknown device {device!r}")
+    """The backend for a request's device; raises DeviceUnavailable when it cannot be used here
+    and UnknownDevice (a ValueError) for a kind the registry does not know."""
+    module, _, name = devices.get(device).backend.partition(":")
+    backend: Backend = getattr(importlib.import_module(module), name)()
+    return backend
 
 
 def median_ms(samples: list[float]) -> float:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from diagnosis.engine import loop as loop_mod
+from diagnosis.engine.errors import TierUnavailable
 from diagnosis.engine.evidence import Family, Tier, TierResult
-from diagnosis.engine.loop import Verdict
+from diagnosis.engine.verdict import Verdict
 from tests.engine.test_loop import (
     HI,
     LC,
@@ -41,7 +41,7 @@ def ev(flags: str, family: Family | None = None) -> Any:
 
     def make(source: str, tier: Tier) -> TierResult:
         if flags == "!":
-            raise loop_mod._TierUnavailable("the compile job failed: compile_error: scripted")
+            raise TierUnavailable("the compile job failed: compile_error: scripted")
         findings = [finding(CODES[family])] if family else []
         return TierResult(tier, findings, localizes="L" in flags, narrows="N" in flags, explains="E" in flags)
 

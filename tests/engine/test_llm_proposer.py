@@ -18,6 +18,7 @@ import pytest
 from diagnosis.engine.evidence import ArtefactRef, Family, Finding, Severity, Tier, register_code
 from diagnosis.engine.proposers import CaseShape, ProposalContext, Proposer, ProposerError, RoundHistory
 from diagnosis.engine.proposers.llm import LLMConfig, LLMProposer, check_module, parse_answer
+from diagnosis.engine.verdict import Verdict
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 SOURCE = (KERNELS / "vadd_unaligned.py").read_text()
@@ -47,7 +48,7 @@ CONTEXT = ProposalContext(
     cases=(CaseShape(0, ((1_000_003,), (1_000_003,)), ("float32", "float32")),),
     device_kind="cuda",
     target="sm_90",
-    history=(RoundHistory(1, Family.LAUNCH_CONFIG, "no-gain", proposer="rules", speedup=1.01),),
+    history=(RoundHistory(1, Family.LAUNCH_CONFIG, Verdict.NO_GAIN, proposer="rules", speedup=1.01),),
     round_index=2,
 )
 

@@ -3,9 +3,9 @@
 Loop-logic tests (promotion, stop rules, history, budget, SOL stop, cost accounting) use
 `FakeTimingExecutor`, a FAKE TIMING SOURCE: it reads each module's times from a
 `# fake-ms:` comment instead of running anything, and hands them to the real policy code
-(runner.execute.timing_comparison, diagnosis.engine.verdict, diagnosis.engine.sol). The tiers
-are scripted (`scripted_tiers`) so the tests do not depend on how the real tiers score a
-kernel. `test_it_runs_end_to_end_with_the_real_cpu_executor` runs the real sandboxed cpu
+(diagnosis.engine.executor.compare_timings, diagnosis.engine.verdict, diagnosis.engine.sol).
+The tiers are scripted (`scripted_tiers`) so the tests do not depend on how the real tiers
+score a kernel. tests/runner/test_loop_on_cpu.py runs the loop with the real sandboxed cpu
 executor, the real tiers and the rules proposer.
 """
 
@@ -20,33 +20,37 @@ from typing import Any
 import pytest
 
 from diagnosis.engine import loop as loop_mod
-from diagnosis.engine import report
+from diagnosis.engine import serialize, sol
+from diagnosis.engine.errors import JobError, ProposerError
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult, register_code
-from diagnosis.engine.loop import (
+from diagnosis.engine.executor import (
+    CaseCheck,
+    CaseMeasurement,
+    CompileOutcome,
+    InputCase,
+    JobCost,
+    ProfileOutcome,
+    TimingComparison,
+    VerifyOutcome,
+    compare_timings,
+)
+from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.loop import reference_changes, run_loop
+from diagnosis.engine.profile import DeviceSpec, LaunchInfo, ProfileCase, ProfileResult
+from diagnosis.engine.proposers.base import Candidate, ProposalContext, unified_diff
+from diagnosis.engine.records import (
+    CandidateOutcome,
+    DecisionRecord,
     LoopConfig,
     LoopResult,
     NullObserver,
     RoundRecord,
     StopReason,
-    Verdict,
-    reference_changes,
-    run_loop,
     sha256,
 )
-from diagnosis.engine.profile import DeviceSpec, LaunchInfo, ProfileCase, ProfileResult
-from diagnosis.engine.proposers.base import Candidate, ProposalContext, ProposerError, unified_diff
-from runner.execute import (
-    CaseCheck,
-    CompileOutcome,
-    JobCost,
-    ProfileOutcome,
-    VerifyOutcome,
-    timing_comparison,
-)
-from runner.protocol import JobError
+from diagnosis.engine.verdict import TimingVerdict, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
-H200 = {"name": "NVIDIA H200", "sm_count": 132, "l2_mb": 60.0, "kind": "cuda"}
 H200_BW = 4800e9  # datasheet bytes/s the SOL model uses for an H200
 N_CASES = 3
 JOB_S = 1.5  # what every fake job "costs"
@@ -122,6 +126,7 @@ class FakeTimingExecutor:
 
     def __init__(self, device: str = "cuda") -> None:
         self.device = device
+        self.cache_dir: str | None = None
         self.costs: list[JobCost] = []
         self.calls: list[tuple[str, str, str | None]] = []  # (job, module sha, candidate sha)
         self.compiled_cases: list[list[int] | None] = []  # the cases each compile job was given
@@ -134,25 +139,26 @@ class FakeTimingExecutor:
     def count(self, job: str) -> int:
         return sum(1 for c in self.calls if c[0] == job)
 
-    def _raw(self, source: str, parent: str | None) -> dict[str, Any]:
+    def _measured(self, source: str, parent: str | None) -> list[CaseMeasurement]:
         sol = float(re.search(r"# fake-sol-ms: ([\d.]+)", source).group(1))
         cases = []
         for i in range(N_CASES):
-            case = {
-                "index": i,
-                "candidate_ms": [fake_ms(source)] * 3,
-                "reference_ms": [3.0],
-                "bytes": int(sol * 1e-3 * H200_BW),
-                "flops": 0,
-                "dtype": "float32",
-            }
+            parent_ms: list[float] = []
             if parent is not None:
-                case["parent_ms"] = [fake_ms(parent)] * 3
+                parent_ms = [fake_ms(parent)] * 3
                 noisy = re.search(r"# fake-noisy-case: (\d+) ([\d.]+)", parent)
                 if noisy and int(noisy.group(1)) == i:  # one slow repeat: the case's floor
-                    case["parent_ms"][1] *= 1 + float(noisy.group(2))
-            cases.append(case)
-        return {"timed": self.device != "cpu", "reason": "cpu", "device": H200, "cases": cases}
+                    parent_ms[1] *= 1 + float(noisy.group(2))
+            cases.append(
+                CaseMeasurement(i, f"case {i}", (fake_ms(source),) * 3, tuple(parent_ms), (3.0,),
+                                bytes=int(sol * 1e-3 * H200_BW))  # fmt: skip
+            )
+        return cases
+
+    def _timing(self, source: str, parent: str | None) -> TimingComparison:
+        if self.device == "cpu":
+            return TimingComparison(timed=False, reason="cpu")
+        return compare_timings(self._measured(source, parent), sol.device_spec("NVIDIA H200", sm_count=132, l2_mb=60.0))
 
     def verify(self, parent_path: str, candidate_path: str | None = None, seeds=(0, 1, 2), *, cases=None,
                time: bool = True, options=None) -> VerifyOutcome:  # fmt: skip
@@ -187,13 +193,13 @@ class FakeTimingExecutor:
         timing = None
         if time:
             parent = Path(parent_path).read_text() if candidate_path else None
-            timing = timing_comparison(self._raw(source, parent))
-        shapes = [{"kind": "timed", "index": i, "shapes": [[4096]], "dtypes": ["float32"]} for i in range(N_CASES)]
+            timing = self._timing(source, parent)
+        shapes = tuple(InputCase("timed", i, ((4096,),), ("float32",)) for i in range(N_CASES))
         return VerifyOutcome(
-            ok=True, passed=True, verdict=timing.verdict if timing else Verdict.NO_GAIN, cases=checks,
+            ok=True, passed=True, verdict=timing.verdict if timing else TimingVerdict.UNTIMED, cases=checks,
             seeds=list(seeds), timing=timing, faster=bool(timing and timing.faster),
             suspect=bool(timing and timing.suspect), speedup=timing.speedup if timing else None,
-            input_shapes=shapes,
+            input_cases=shapes,
             # like the real executor: a timed gate's own runs are the version's profile
             profile=self._profile(source) if timing and timing.timed else None,
         )  # fmt: skip
@@ -203,21 +209,18 @@ class FakeTimingExecutor:
         return ProfileOutcome(ok=True, profile=self._profile(Path(path).read_text()))
 
     def _profile(self, source: str) -> ProfileResult:
-        from diagnosis.engine import sol
-
-        raw = self._raw(source, None)
         profile = ProfileResult(
             device=DeviceSpec(name="NVIDIA H200", kind="cuda", sm_count=132, peak_bw_gbs=0.0),
             cases=tuple(
                 ProfileCase(
-                    index=c["index"],
-                    time_ms=c["candidate_ms"][0],
+                    index=c.index,
+                    time_ms=c.candidate_ms[0],
                     ref_time_ms=3.0,
-                    bytes=c["bytes"],
+                    bytes=c.bytes,
                     flops=0,
                     launches=(LaunchInfo("k", (4, 1, 1)),),
                 )  # fmt: skip
-                for c in raw["cases"]
+                for c in self._measured(source, None)
             ),
         )
         return sol.fill_profile(profile)
@@ -226,7 +229,7 @@ class FakeTimingExecutor:
         self._record("compile", path)
         self.compiled_cases.append(cases)
         return CompileOutcome(
-            ok=True, result={"target": "sm_90", "backend": "cuda", "arch": "90", "kernels": []}
+            ok=True, result=CompileResult.from_json({"target": "sm_90", "backend": "cuda", "arch": "90", "kernels": []})
         )
 
 
@@ -309,13 +312,13 @@ class Recorder(NullObserver):
     def round_started(self, index: int, parent_source: str) -> None:
         self.events.append(("round_started", index, sha256(parent_source)))
 
-    def tier_done(self, index: int, tier_result: TierResult, decision: Any) -> None:
+    def tier_done(self, index: int, tier_result: TierResult, decision: DecisionRecord) -> None:
         self.events.append(("tier_done", index, int(tier_result.tier), decision.climb))
 
-    def proposal_made(self, index: int, candidate: Any) -> None:
+    def proposal_made(self, index: int, candidate: Candidate) -> None:
         self.events.append(("proposal_made", index, str(candidate.family)))
 
-    def proposal_verified(self, index: int, candidate: Any, outcome: Any) -> None:
+    def proposal_verified(self, index: int, candidate: Candidate, outcome: CandidateOutcome) -> None:
         self.events.append(("proposal_verified", index, outcome.correct))
 
     def round_finished(self, index: int, record: RoundRecord) -> None:
@@ -347,7 +350,7 @@ def test_it_promotes_each_verified_improvement_to_the_parent_of_the_next_round(s
     # each round's parent is the previous round's winner
     assert result.rounds[0].parent_sha256 == sha256(module(2.0))
     for prev, nxt in zip(result.rounds, result.rounds[1:], strict=False):
-        assert nxt.parent_sha256 == prev.proposal.sha256
+        assert nxt.parent_sha256 == sha256(prev.proposal.source)
     assert result.speedups_over_initial == pytest.approx((8.0,) * N_CASES)
     assert result.speedup_over_initial == pytest.approx(8.0)
     assert result.speedup_over_eager == pytest.approx(3.0 / 0.25)
@@ -597,7 +600,7 @@ def test_a_round_records_hypothesis_evidence_proposal_verdict_and_cost(scripted_
     # the verify job's per-case autotune choices reach the round and its JSON
     labels = [f"case {i}" for i in range(N_CASES)]
     assert r.outcome.autotune_choices == tuple((label, (CHOSEN,)) for label in labels)
-    assert report.outcome_json(r.outcome)["autotune_choices"] == {label: [CHOSEN] for label in labels}
+    assert serialize.outcome_json(r.outcome)["autotune_choices"] == {label: [CHOSEN] for label in labels}
 
 
 def test_the_observer_sees_every_step_in_order(scripted_tiers) -> None:
@@ -622,70 +625,6 @@ def test_on_cpu_a_correct_candidate_is_no_gain_and_never_promoted(scripted_tiers
     assert not result.improved and ex.count("profile") == 0
     assert Tier.PROFILE not in [t for t, _ in log]
     assert result.speedups_over_initial == ()
-
-
-# ---------------------------------------------------------------------------------------------
-# end to end: the real cpu executor, the real tiers, the rules proposer
-
-
-@pytest.mark.slow
-def test_it_runs_end_to_end_with_the_real_cpu_executor(tmp_path: Path) -> None:
-    from runner.execute import Executor
-
-    source = (ROOT / "tests" / "kernels" / "vadd_unaligned.py").read_text()
-    executor = Executor("cpu", "sm_90", cache_dir=tmp_path / "triton")
-    obs = Recorder()
-    result = run_loop(
-        source,
-        executor=executor,
-        config=LoopConfig(device="cpu", target="sm_90", round_budget=3, seeds=(0,)),
-        observer=obs,
-    )
-    assert result.initial is not None, result.error
-    assert result.rounds, result.stop_detail
-    assert result.stop_reason in (StopReason.NOTHING_LEFT, StopReason.ROUND_BUDGET)
-    # no timing on cpu: nothing is ever promoted, and no round claims a win
-    assert not result.improved
-    assert {str(r.verdict) for r in result.rounds} <= {"no-gain", "inconclusive", "failed"}
-    for r in result.rounds:
-        assert Tier.PROFILE not in {d.tier for d in r.decisions}
-        if r.verdict is Verdict.INCONCLUSIVE:
-            assert r.proposal is None
-        else:
-            assert r.proposal is not None and r.hypothesis is not None
-    jobs = [c.job for c in executor.costs]
-    assert jobs.count("compile") <= 1 + 3  # one compile per source, counterfactuals aside
-    assert result.device_s == 0.0  # cpu jobs hold no device
-    assert obs.events[0][0] == "round_started"
-
-
-@pytest.mark.slow
-def test_the_proposer_sees_every_case_shape_from_the_baseline(tmp_path: Path) -> None:
-    """The rules proposer sizes autotune spaces and row limits by the cases: the baseline's
-    verify job reports every case's input shapes, timed ones included (too big to run on cpu)."""
-    from runner.execute import Executor
-
-    class Recording:
-        name = "rules"
-        contexts: list[ProposalContext] = []
-
-        def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:
-            self.contexts.append(context)
-            return []
-
-    source = (ROOT / "bench" / "suite" / "09_softmax_fp32.py").read_text()
-    proposer = Recording()
-    run_loop(
-        source,
-        executor=Executor("cpu", "sm_90", cache_dir=tmp_path / "triton"),
-        config=LoopConfig(device="cpu", target="sm_90", round_budget=1, seeds=(0,)),
-        proposer=proposer,
-    )
-    assert proposer.contexts, "the loop never asked the proposer"
-    cases = proposer.contexts[0].cases
-    assert [c.timed for c in cases] == [True] * 5 + [False] * 3
-    assert cases[0].shapes == ((4096, 8192),) and cases[0].dtypes == ("float32",)
-    assert cases[5].shapes == ((37, 129),)
 
 
 def test_a_device_that_cannot_time_gathers_every_compile_tier(scripted_tiers) -> None:
@@ -733,7 +672,7 @@ def test_a_noisy_case_does_not_set_the_bar_for_the_others(scripted_tiers) -> Non
     # the rounds behind the floor are kept: the parent's slow second round in case 0
     cand_rounds, parent_rounds = first.outcome.case_rounds[0]
     assert parent_rounds == pytest.approx((2.0, 2.8, 2.0)) and cand_rounds == pytest.approx((2.0 / 1.3,) * 3)
-    rounds_json = report.loop_result_json(result, sources=False, rounds=True)["rounds"][0]["outcome"]["case_rounds"]
+    rounds_json = serialize.loop_result_json(result, sources=False, rounds=True)["rounds"][0]["outcome"]["case_rounds"]
     assert rounds_json[0]["parent_ms"] == [2.0, 2.8, 2.0] and len(rounds_json) == len(first.outcome.cases)
     assert first.verdict is Verdict.IMPROVED, first.reason
     assert "floor 13.4 %" in first.reason  # (1.40 * 1.02 * 1.02) ** (1/3) - 1: floors of at least the 2 % minimum gain
@@ -768,7 +707,8 @@ def test_recorded_launch_sizes_go_to_the_case_of_the_same_kind_and_index() -> No
 def test_tiers_2_and_3_also_compile_the_case_furthest_below_sol(
     tmp_path: Path, pct_sol: list[float | None], expected: list[int] | None
 ) -> None:
-    from diagnosis.engine.loop import VersionStats, _Loop, _Version
+    from diagnosis.engine.loop import _Loop, _Version
+    from diagnosis.engine.records import VersionStats
 
     loop = _Loop("x = 1\n", FakeTimingExecutor(), LoopConfig(device="cuda"), None, None, tmp_path)
     (tmp_path / "k.py").write_text("x = 1\n")

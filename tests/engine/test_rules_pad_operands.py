@@ -3,7 +3,6 @@ run, for those calls, on zero-padded copies."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -138,69 +137,3 @@ def test_padded_modules_are_correct_under_the_interpreter(tmp_path: Path) -> Non
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
         assert "_p16" in path.read_text()
-
-
-def test_the_padded_odd_case_compiles_to_async_copies_for_sm90() -> None:
-    """What the rewrite is for, checked without a GPU: 01_gemm's 3000 x 5000 x 2500 case
-    compiles to 16-bit operand loads and no cp.async; rewritten, its launch compiles to
-    cp.async copies of both operands (the compile job captures the launch on CPU)."""
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
-    def loads(module: Path) -> dict[str, int]:
-        job = JobRequest(job="compile", module=str(module), target="sm_90", cases=[4], options={"sass": False})
-        data = json.loads(json.dumps(compile_job(job)))
-        ptx = data["kernels"][0]["stages"]["ptx"]
-        return {op: len(re.findall(rf"\b{re.escape(op)}\b", ptx)) for op in ("ld.global.b16", "cp.async.cg.shared.global")}
-
-    src = suite("01_gemm_fp16.py")
-    before = loads(SUITE / "01_gemm_fp16.py")
-    rw = padded_operands(src, blocked("matmul_kernel", *GEMM_BLOCKERS))
-    assert rw is not None
-    path = Path(__file__).resolve().parent / "rules_cases" / "_padded_gemm_tmp.py"
-    try:
-        path.write_text(rw.source)
-        after = loads(path)
-    finally:
-        path.unlink(missing_ok=True)
-    assert before["ld.global.b16"] > 0 and before["cp.async.cg.shared.global"] == 0
-    assert after["ld.global.b16"] == 0 and after["cp.async.cg.shared.global"] > 0
-
-
-def test_tier_3s_findings_on_the_odd_case_lead_the_rules_proposer_here() -> None:
-    """End to end without a GPU: compile 01_gemm's cases 0 and 4 for sm_90, run tiers 2 and 3
-    (with their counterfactual recompiles), hand the findings to the rules proposer with the
-    module's cases: its HINTS candidate is the padded one (the guarded copy and the
-    contiguity hint decline: no case could take the first, the findings name what blocks)."""
-    from diagnosis.engine.ir import CompileResult
-    from diagnosis.engine.proposers.rules import RulesProposer
-    from diagnosis.engine.tier2 import run_tier2
-    from diagnosis.engine.tier3 import run_tier3
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
-    src = suite("01_gemm_fp16.py")
-    module = SUITE / "01_gemm_fp16.py"
-
-    def build(overrides: dict | None = None, dumps: bool = True, cases: list[int] | None = None) -> CompileResult:
-        options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
-        job = JobRequest(job="compile", module=str(module), target="sm_90", cases=cases or [0, 4], options=options)
-        return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
-
-    compiled = build()
-    t2 = run_tier2(compiled, src)
-    t3 = run_tier3(compiled, src, recompile=lambda o, case=None: build(o, False, [case] if case else None), prior=t2.findings)
-    findings = [f for f in t2.findings + t3.findings if f.family is Family.HINTS]
-    assert findings
-    # the strides the baseline's verify job records with each case
-    import dataclasses
-
-    cases = tuple(
-        dataclasses.replace(c, launch_ints=(("matmul_kernel", tuple(
-            (name, c.shapes[0][1] if name == "stride_am" else c.shapes[1][1]) for name in ("stride_am", "stride_bk", "stride_cm")
-        )),))  # fmt: skip
-        for c in h.cases_of(module)
-    )
-    candidates = RulesProposer().propose(src, findings, ProposalContext(cases=cases))
-    assert candidates and candidates[0].rationale.startswith("[hints]")
-    assert "pad16(a)" in candidates[0].source, candidates[0].rationale[-600:]

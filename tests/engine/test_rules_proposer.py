@@ -7,6 +7,7 @@ import pytest
 from diagnosis.engine.evidence import Family, Severity
 from diagnosis.engine.proposers.base import ProposalContext, Proposer, RoundHistory
 from diagnosis.engine.proposers.rules import RulesProposer, registered_families, transforms_for
+from diagnosis.engine.verdict import Verdict
 from tests.engine.rules_cases import harness as h
 
 MATMUL = h.source("matmul.py")
@@ -75,8 +76,8 @@ def test_the_limit_comes_from_the_context_when_not_set() -> None:
 def test_families_that_failed_or_gained_nothing_are_skipped() -> None:
     findings = [h.finding(Family.LAUNCH_CONFIG), h.finding(Family.SWIZZLE)]
     history = (
-        RoundHistory(index=0, family=Family.LAUNCH_CONFIG, verdict="failed"),
-        RoundHistory(index=1, family=Family.SINGLE_PASS, verdict="improved"),
+        RoundHistory(index=0, family=Family.LAUNCH_CONFIG, verdict=Verdict.FAILED),
+        RoundHistory(index=1, family=Family.SINGLE_PASS, verdict=Verdict.IMPROVED),
     )
     cands = RulesProposer().propose(MATMUL, findings, ProposalContext(history=history))
     assert [c.family for c in cands] == [Family.SWIZZLE]

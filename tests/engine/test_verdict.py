@@ -7,6 +7,7 @@ import pytest
 from diagnosis.engine.verdict import (
     MIN_NOISE_FLOOR,
     CaseDecision,
+    TimingVerdict,
     Verdict,
     case_floor,
     combined_floor,
@@ -98,35 +99,35 @@ def _case(speedup: float | None, floor: float = 0.01, suspect: bool = False) -> 
 @pytest.mark.parametrize(
     ("correct", "cases", "expected"),
     [
-        pytest.param(False, [_case(3.0)], Verdict.FAILED, id="incorrect-is-failed-however-fast"),
-        pytest.param(True, [_case(1.5), _case(1.2)], Verdict.IMPROVED, id="faster-everywhere"),
-        pytest.param(True, [_case(2.0), _case(0.9)], Verdict.NO_GAIN, id="a-slower-case-blocks-improved"),
-        pytest.param(True, [_case(1.005), _case(0.998)], Verdict.NO_GAIN, id="noise"),
-        pytest.param(True, [_case(1.04, floor=0.05)], Verdict.NO_GAIN, id="gain-inside-a-wide-floor"),
-        pytest.param(True, [_case(0.8), _case(0.85)], Verdict.SLOWER, id="slower"),
-        pytest.param(True, [_case(2.0), _case(5.0, suspect=True)], Verdict.SUSPECT, id="suspect-case"),
+        pytest.param(False, [_case(3.0)], TimingVerdict.FAILED, id="incorrect-is-failed-however-fast"),
+        pytest.param(True, [_case(1.5), _case(1.2)], TimingVerdict.IMPROVED, id="faster-everywhere"),
+        pytest.param(True, [_case(2.0), _case(0.9)], TimingVerdict.NO_GAIN, id="a-slower-case-blocks-improved"),
+        pytest.param(True, [_case(1.005), _case(0.998)], TimingVerdict.NO_GAIN, id="noise"),
+        pytest.param(True, [_case(1.04, floor=0.05)], TimingVerdict.NO_GAIN, id="gain-inside-a-wide-floor"),
+        pytest.param(True, [_case(0.8), _case(0.85)], TimingVerdict.SLOWER, id="slower"),
+        pytest.param(True, [_case(2.0), _case(5.0, suspect=True)], TimingVerdict.SUSPECT, id="suspect-case"),
         # one noisy case (a launch-bound shape, 44 % spread) no longer sets the bar for all:
         # the geomean 1.41x clears the combined floor 1.087x, and 1.0x is not slower by 44 %
         pytest.param(
             True,
             [_case(1.9, 0.02), _case(2.6, 0.02), _case(1.3, 0.02), _case(1.0, 0.44), _case(0.93, 0.02)],
-            Verdict.NO_GAIN,
+            TimingVerdict.NO_GAIN,
             id="a-case-slower-than-its-own-floor-still-blocks",
         ),
         pytest.param(
             True,
             [_case(1.9, 0.02), _case(2.6, 0.02), _case(1.3, 0.02), _case(0.75, 0.44)],
-            Verdict.IMPROVED,
+            TimingVerdict.IMPROVED,
             id="noisy-case-inside-its-own-floor",
         ),
         pytest.param(
-            True, [_case(1.10, 0.02), _case(1.05, 0.30)], Verdict.NO_GAIN, id="geomean-inside-the-combined-floor"
+            True, [_case(1.10, 0.02), _case(1.05, 0.30)], TimingVerdict.NO_GAIN, id="geomean-inside-the-combined-floor"
         ),
-        pytest.param(True, [_case(None)], Verdict.UNTIMED, id="untimed"),
-        pytest.param(True, [], Verdict.UNTIMED, id="no-cases"),
+        pytest.param(True, [_case(None)], TimingVerdict.UNTIMED, id="untimed"),
+        pytest.param(True, [], TimingVerdict.UNTIMED, id="no-cases"),
     ],
 )
-def test_overall_verdict(correct: bool, cases: list[CaseDecision], expected: Verdict) -> None:
+def test_overall_verdict(correct: bool, cases: list[CaseDecision], expected: TimingVerdict) -> None:
     assert overall(correct, cases) is expected
 
 
@@ -148,3 +149,31 @@ def test_the_combined_floor_is_the_geomean_of_one_plus_each_floor() -> None:
     assert combined_floor([_case(None)]) == MIN_NOISE_FLOOR
     # never above the largest floor, never below the smallest
     assert 0.02 < combined_floor(cases) < 0.44
+
+
+@pytest.mark.parametrize(
+    ("verdict", "rejected", "label"),
+    [
+        pytest.param(Verdict.IMPROVED, False, "improved", id="improved"),
+        pytest.param(Verdict.NO_GAIN, True, "no gain", id="no-gain"),
+        pytest.param(Verdict.FAILED, True, "failed", id="failed"),
+        pytest.param(Verdict.INCONCLUSIVE, False, "inconclusive", id="inconclusive"),
+    ],
+)
+def test_a_round_verdict_says_whether_its_family_was_tried_and_rejected(
+    verdict: Verdict, rejected: bool, label: str
+) -> None:
+    assert (verdict.rejected, verdict.label) == (rejected, label)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        pytest.param([2.0, 8.0], 4.0, id="plain"),
+        pytest.param([2.0, None, 0.0, -1.0, 8.0], 4.0, id="none-and-non-positive-left-out"),
+        pytest.param([2.0, float("inf"), float("nan"), 8.0], 4.0, id="non-finite-left-out"),
+        pytest.param([None, float("inf")], None, id="nothing-left"),
+    ],
+)
+def test_geomean_of_the_positive_finite_values(values: list[float | None], expected: float | None) -> None:
+    assert geomean(values) == (pytest.approx(expected) if expected is not None else None)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from diagnosis.engine.verdict import Verdict
+from diagnosis.engine.verdict import TimingVerdict
 from runner.execute import Executor
 
 pytestmark = [
@@ -137,7 +137,7 @@ def test_verify_a_faster_candidate_against_its_parent(executor: Executor) -> Non
         f"checked {outcome.checked}, wall {outcome.wall_s:.1f} s"
     )
     assert case.noise_floor >= 0.01
-    assert outcome.verdict in (Verdict.IMPROVED, Verdict.NO_GAIN, Verdict.SLOWER)
+    assert outcome.verdict in (TimingVerdict.IMPROVED, TimingVerdict.NO_GAIN, TimingVerdict.SLOWER)
     assert not outcome.suspect
     # the gate's own runs are the candidate's tier-1 profile: its launches and its times
     profile = outcome.profile

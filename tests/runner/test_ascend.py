@@ -107,8 +107,10 @@ def test_a_kernel_triton_ascend_refuses_is_a_compile_error_not_a_failed_job(asce
 def test_the_executor_runs_an_npu_compile_of_a_cpu_run_under_child_python_npu(ascend_python: str) -> None:
     outcome = Executor("cpu", target="npu:Ascend910B3").compile(str(KERNELS / "vadd_aligned.py"))
     assert outcome.ok, outcome.error
-    assert outcome.result["triton_version"] == "3.2.0" and outcome.result["backend"] == "npu"
-    assert _kernel(outcome.result)["stopped"]["reason"] == "needs_cann"
+    assert outcome.result is not None
+    assert (outcome.result.triton_version, outcome.result.backend) == ("3.2.0", "npu")
+    [kernel] = outcome.result.kernels
+    assert kernel.stopped is not None and kernel.stopped["reason"] == "needs_cann"
 
 
 @pytest.mark.parametrize(

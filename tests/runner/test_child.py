@@ -122,7 +122,10 @@ def test_request_and_response_files_for_ncu(tmp_path: Path) -> None:
     assert JobResponse.loads(response.read_text()).error.kind == "missing_name"  # type: ignore[union-attr]
 
 
-def test_the_child_imports_no_django_and_no_diagnosis_but_profile() -> None:
+def test_the_child_imports_no_django_and_only_the_engines_standard_library_modules() -> None:
+    """The child runs on a stock accelerator image: of diagnosis it may import only the
+    engine's stdlib-only modules it shares with the parent (the profile records, the device
+    registry, the job error record)."""
     code = (
         "import sys, runner.child, runner.childlib.verify, runner.childlib.timing, runner.childlib.profiling, "
         "runner.childlib.hostile, runner.backends.cpu, runner.backends.cuda, runner.backends.npu\n"
@@ -132,7 +135,13 @@ def test_the_child_imports_no_django_and_no_diagnosis_but_profile() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
     ).stdout
-    assert json.loads(out.replace("'", '"')) == ["diagnosis", "diagnosis.engine", "diagnosis.engine.profile"]
+    assert json.loads(out.replace("'", '"')) == [
+        "diagnosis",
+        "diagnosis.engine",
+        "diagnosis.engine.devices",
+        "diagnosis.engine.errors",
+        "diagnosis.engine.profile",
+    ]
 
 
 # ---------------------------------------------------------------- errors

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from diagnosis.engine.verdict import Verdict, median
+from diagnosis.engine.verdict import TimingVerdict, median
 from runner.childlib.verify import TOLERANCES, compare_outputs, tolerance_for, unchanged_fraction
 from runner.execute import Executor
 
@@ -152,7 +152,7 @@ def test_correct_modules_pass_through_the_interpreter(
     outcome = executor.verify(str(MODULES / module), seeds=(0, 1))
     assert outcome.ok, outcome.error
     assert outcome.passed
-    assert outcome.verdict is Verdict.UNTIMED  # cpu: correct, never timed
+    assert outcome.verdict is TimingVerdict.UNTIMED  # cpu: correct, never timed
     assert outcome.checked == checked
     assert outcome.timing is not None and not outcome.timing.timed
     for case in outcome.cases:
@@ -242,7 +242,7 @@ def test_a_candidate_is_judged_against_the_parents_model(executor: Executor) -> 
     )
     assert not outcome.passed
     assert outcome.reason == "incorrect"
-    assert outcome.verdict is Verdict.FAILED
+    assert outcome.verdict is TimingVerdict.FAILED
     assert outcome.cases and not outcome.cases[-1].correct
 
 
@@ -263,16 +263,16 @@ def _raw_timing(parent: list[float] | None, candidate: list[float], nbytes: int 
     ("parent", "candidate", "verdict", "faster", "suspect"),
     [
         pytest.param(
-            [0.64, 0.63, 0.64], [0.19, 0.19, 0.19], Verdict.IMPROVED, True, False, id="three-times-faster"
+            [0.64, 0.63, 0.64], [0.19, 0.19, 0.19], TimingVerdict.IMPROVED, True, False, id="three-times-faster"
         ),
         pytest.param(
-            [0.20, 0.21, 0.20], [0.198, 0.199, 0.198], Verdict.NO_GAIN, False, False, id="inside-the-floor"
+            [0.20, 0.21, 0.20], [0.198, 0.199, 0.198], TimingVerdict.NO_GAIN, False, False, id="inside-the-floor"
         ),
-        pytest.param([0.20, 0.20, 0.20], [0.25, 0.25, 0.25], Verdict.SLOWER, False, False, id="slower"),
-        pytest.param([0.64, 0.64], [0.10, 0.10], Verdict.SUSPECT, False, True, id="below-the-speed-of-light"),
+        pytest.param([0.20, 0.20, 0.20], [0.25, 0.25, 0.25], TimingVerdict.SLOWER, False, False, id="slower"),
+        pytest.param([0.64, 0.64], [0.10, 0.10], TimingVerdict.SUSPECT, False, True, id="below-the-speed-of-light"),
     ],
 )
-def test_timing_comparison(parent: list[float], candidate: list[float], verdict: Verdict, faster: bool,
+def test_timing_comparison(parent: list[float], candidate: list[float], verdict: TimingVerdict, faster: bool,
                            suspect: bool) -> None:  # fmt: skip
     from runner.execute import timing_comparison
 
@@ -292,4 +292,4 @@ def test_without_a_parent_the_baseline_is_pytorch_eager() -> None:
     timing = timing_comparison(_raw_timing(None, [0.19, 0.19]))
     assert timing is not None and timing.baseline == "reference"
     assert timing.cases[0].speedup == pytest.approx(0.2 / 0.19)
-    assert timing_comparison({"timed": False, "reason": "no device"}).verdict is Verdict.UNTIMED  # type: ignore[union-attr]
+    assert timing_comparison({"timed": False, "reason": "no device"}).verdict is TimingVerdict.UNTIMED  # type: ignore[union-attr]

@@ -59,3 +59,21 @@ def test_tests_run_on_postgres():
     from django.db import connection
 
     assert connection.vendor == "postgresql"
+
+
+def test_the_run_device_choices_are_the_registered_kinds():
+    from diagnosis.engine import devices
+    from diagnosis.models import DiagnosisRun
+
+    assert DiagnosisRun.Device.choices == [(k.name, k.label) for k in devices.KINDS.values()]
+
+
+def test_the_models_need_no_migration_the_tree_does_not_have():
+    """Choices built from the engine's registries must stay what the migrations say."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("makemigrations", "diagnosis", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()

@@ -205,8 +205,8 @@ def test_an_untimed_proposal_says_it_was_checked_for_correctness_only(client, re
 
 
 def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewer, proposal):
-    from diagnosis.engine.loop import CandidateOutcome, CaseTiming
-    from runner.persist import outcome_json
+    from diagnosis.engine.records import CandidateOutcome, CaseTiming
+    from diagnosis.engine.serialize import verification_json
 
     chosen = "matmul_kernel: BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3"
     outcome = CandidateOutcome(
@@ -215,7 +215,7 @@ def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewe
         parent_ms=(1.0, 0.3),
         autotune_choices=(("case 0", (chosen,)), ("verify 0", ("matmul_kernel: BLOCK_M=16",))),
     )
-    proposal.verification = outcome_json(outcome)
+    proposal.verification = verification_json(outcome)
     proposal.save()
     client.force_login(reviewer)
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
@@ -224,7 +224,7 @@ def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewe
     assert "<code>–</code>" in page  # case 1: nothing recorded for it
     assert proposal.verification["autotune_choices"]["verify 0"] == ["matmul_kernel: BLOCK_M=16"]
 
-    proposal.verification = outcome_json(CandidateOutcome(correct=True, cases=(CaseTiming(0, 0.5),), parent_ms=(1.0,)))
+    proposal.verification = verification_json(CandidateOutcome(correct=True, cases=(CaseTiming(0, 0.5),), parent_ms=(1.0,)))
     proposal.save()
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
     assert "Autotune chose" not in page
@@ -232,8 +232,8 @@ def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewe
 
 def test_the_review_page_shows_each_cases_noise_floor_and_timing_rounds(client, reviewer, proposal):
     """A reviewer can see what a verdict stood on: the parent's spread and every round."""
-    from diagnosis.engine.loop import CandidateOutcome, CaseTiming
-    from runner.persist import outcome_json
+    from diagnosis.engine.records import CandidateOutcome, CaseTiming
+    from diagnosis.engine.serialize import verification_json
 
     outcome = CandidateOutcome(
         correct=True,
@@ -242,7 +242,7 @@ def test_the_review_page_shows_each_cases_noise_floor_and_timing_rounds(client, 
         case_noise=(0.0298, 0.01),
         case_rounds=(((0.0556, 0.0558, 0.0561), (0.0347, 0.0348, 0.0352)), ((0.2, 0.2), (0.3, 0.3))),
     )
-    proposal.verification = outcome_json(outcome)
+    proposal.verification = verification_json(outcome)
     proposal.save()
     assert proposal.verification["cases"][0]["rounds_ms"]["parent"] == [0.0347, 0.0348, 0.0352]
     client.force_login(reviewer)

@@ -6,8 +6,9 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
+from diagnosis.errors import DecisionRefused
 from diagnosis.models import KernelVersion, Pattern, Proposal, Review
-from diagnosis.reviews import DecisionRefused, accept_proposal, changed_lines, reject_proposal
+from diagnosis.reviews import accept_proposal, reject_proposal
 from tests.conftest import PROPOSED_SOURCE
 
 pytestmark = pytest.mark.django_db
@@ -88,28 +89,14 @@ def test_accepting_a_source_that_already_exists_reuses_that_version(proposal, re
 def test_the_same_mechanism_learnt_twice_is_one_pattern(
     monkeypatch, proposal, reviewer, round_, version, finding
 ):
-    from dataclasses import dataclass, field
-
     import diagnosis.reviews as reviews
+    from diagnosis.engine.evidence import Family
+    from diagnosis.engine.patterns import PatternSpec
 
-    @dataclass(frozen=True)
-    class Spec:
-        family: str
-        mechanism: str
-        before: str
-        after: str
-        evidence_codes: list = field(default_factory=list)
-        signature: dict = field(default_factory=dict)
-
-    seen = []
-
-    def fake_distill(before, after, findings):
-        seen.append([f.code for f in findings])
-        return Spec(
-            "launch_config", "bigger blocks", "BLOCK=128", "BLOCK=1024", ["small_block"], {"block": "up"}
-        )
-
-    monkeypatch.setattr(reviews, "_distil", lambda p, rows: fake_distill(p.parent_source, p.source, rows))
+    spec = PatternSpec(
+        Family.LAUNCH_CONFIG, "bigger blocks", "BLOCK=128", "BLOCK=1024", ("small_block",), frozenset({"block-up"})
+    )
+    monkeypatch.setattr(reviews, "_distil", lambda p: spec)
     accept_proposal(proposal, reviewer)
     second = Proposal.objects.create(
         round=round_,
@@ -123,22 +110,17 @@ def test_the_same_mechanism_learnt_twice_is_one_pattern(
     accept_proposal(second, reviewer)
     pattern = Pattern.objects.get()
     assert set(pattern.source_proposals.all()) == {proposal, second}
-    assert pattern.signature == {"block": "up"}
+    assert pattern.signature == {"codes": [], "features": ["block-up"]}
 
 
-def test_engine_findings_are_built_from_stored_rows(finding):
+def test_engine_findings_are_built_from_stored_rows(proposal):
     from diagnosis.engine.evidence import Family, Severity
     from diagnosis.reviews import _engine_findings
 
-    (f,) = _engine_findings([finding])
+    (f,) = _engine_findings(proposal)
     assert f.code == "small_block" and f.severity is Severity.MEDIUM
     assert f.lines == (23,) and f.family_override is Family.LAUNCH_CONFIG
     assert f.evidence[0].kind == "ptx" and f.evidence[0].lines == (3,)
-
-
-def test_changed_lines_keeps_only_what_changed():
-    before, after = changed_lines("a\nb\nc\n", "a\nB\nc\nd\n")
-    assert before == "b" and after == "B\nd"
 
 
 def test_review_page_accept_flow(client, reviewer, proposal):
@@ -170,25 +152,6 @@ def test_an_unknown_decision_is_a_form_error(client, reviewer, proposal):
     response = client.post(reverse("proposal-decide", args=[proposal.pk]), {"decision": "maybe"})
     assert response.status_code == 400
     assert not Review.objects.exists()
-
-
-def test_without_the_engine_distiller_the_pattern_is_the_changed_lines(monkeypatch, proposal, reviewer):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_patterns(name, *args, **kwargs):
-        if name == "diagnosis.engine.patterns":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_patterns)
-    accept_proposal(proposal, reviewer)
-    pattern = Pattern.objects.get()
-    assert pattern.family == proposal.family and pattern.mechanism == proposal.rationale
-    assert "BLOCK=128" in pattern.before and "BLOCK=1024" in pattern.after
-    assert "def forward" not in pattern.before  # only the changed lines
-    assert pattern.evidence == ["small_block"]
 
 
 def test_the_stored_signature_is_json(proposal, reviewer):

@@ -177,23 +177,6 @@ def test_outsiders_cannot_add_versions(client, outsider, version, enqueued):
     assert KernelVersion.objects.count() == 1
 
 
-def test_enqueue_falls_back_to_logging_when_the_dispatcher_is_missing(monkeypatch, caplog):
-    import builtins
-
-    from diagnosis import forms
-
-    real_import = builtins.__import__
-
-    def no_dispatch(name, *args, **kwargs):
-        if name == "runner.dispatch":
-            raise ModuleNotFoundError("No module named 'runner.dispatch'", name="runner.dispatch")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_dispatch)
-    forms.enqueue_run(41, "cuda")
-    assert "run 41 stays queued" in caplog.text
-
-
 def test_the_upload_form_offers_the_configured_devices_and_default_target(client, owner, team):
     client.force_login(owner)
     with override_settings(KERNELOPT_DEVICES=["cuda", "npu"], KERNELOPT_DEFAULT_ARCH="sm_80"):

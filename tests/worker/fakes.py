@@ -22,21 +22,20 @@ from diagnosis.engine.evidence import (
     TierResult,
     register_code,
 )
-from diagnosis.engine.loop import (
+from diagnosis.engine.proposers.base import Candidate, unified_diff
+from diagnosis.engine.records import (
     CandidateOutcome,
     CaseTiming,
     DecisionRecord,
     Hypothesis,
     LoopResult,
-    ProposalRecord,
     RoundCost,
     RoundRecord,
     StopReason,
-    Verdict,
     VersionStats,
     sha256,
 )
-from diagnosis.engine.proposers.base import unified_diff
+from diagnosis.engine.verdict import Verdict
 
 register_code(
     "test_worker.small_block", Tier.TRIAGE, Family.LAUNCH_CONFIG, "BLOCK={block} is small for {kernel}"
@@ -114,7 +113,7 @@ class ScriptedLoop:
             ),
             d2,
         )
-        proposal = ProposalRecord(
+        proposal = Candidate(
             source=revised,
             diff=unified_diff(source, revised),
             family=Family.LAUNCH_CONFIG,

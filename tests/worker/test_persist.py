@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.engine.loop import sha256
+from diagnosis.engine.records import sha256
 from diagnosis.models import Artefact, DiagnosisRun, Finding, Proposal, Round
-from runner import persist, pipeline
+from runner import pipeline
 from tests.worker.fakes import PTX, ScriptedLoop
 
 pytestmark = pytest.mark.django_db
@@ -131,13 +131,3 @@ def test_a_later_attempt_keeps_the_rounds_of_an_earlier_one(run, loop) -> None:
     assert loop.calls[0]["config"].round_budget == run.round_budget - 1
     assert Finding.objects.filter(run=run).count() == 3
 
-
-def test_jsonable_turns_engine_values_into_json() -> None:
-    from diagnosis.engine.evidence import Family
-
-    assert persist._jsonable({"f": Family.HINTS, "t": (1, 2.5), "nan": float("nan"), 3: {"s"}}) == {
-        "f": "hints",
-        "t": [1, 2.5],
-        "nan": None,
-        "3": ["s"],
-    }

@@ -14,6 +14,7 @@ from django.db import connection
 from diagnosis.models import DiagnosisRun, Finding, Proposal, Round
 from runner import pipeline
 from runner.dispatch import enqueue_run
+from runner.errors import RunFailed
 from tests.worker.conftest import drain
 from tests.worker.fakes import ScriptedLoop
 
@@ -196,5 +197,5 @@ def test_the_llm_proposer_is_built_from_settings(settings) -> None:
     assert (proposer.config.base_url, proposer.config.model) == ("http://127.0.0.1:9/v1", "kernel-coder")
     assert (proposer.config.api_key, proposer.config.timeout_s) == ("sk-test", 7.0)
     assert pipeline.make_proposer("rules") is None  # the loop's default
-    with pytest.raises(pipeline.RunFailed, match="unknown proposer 'magic'"):
+    with pytest.raises(RunFailed, match="unknown proposer 'magic'"):
         pipeline.make_proposer("magic")

@@ -14,22 +14,10 @@ import difflib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from diagnosis.engine.errors import ProposerError  # what a proposer raises: part of its interface
 from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.profile import DeviceSpec
-
-
-class ProposerError(Exception):
-    """A proposer could not produce a candidate (endpoint down, timeout, unusable answer).
-
-    The round loop records the message on the round and carries on; `permanent` says whether
-    trying the same proposer again in a later round is pointless (bad credentials, no model).
-    """
-
-    def __init__(self, message: str, *, permanent: bool = False, tokens: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.permanent = permanent
-        self.tokens = tokens  # tokens spent before the failure (an unusable answer still costs)
+from diagnosis.engine.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -72,7 +60,7 @@ class RoundHistory:
 
     index: int
     family: Family | None  # the family of its proposal; None when it proposed nothing
-    verdict: str  # improved, no-gain, failed, inconclusive
+    verdict: Verdict
     proposer: str = ""
     findings: tuple[str, ...] = ()  # finding codes the proposal addressed
     speedup: float | None = None  # vs its parent, when it was timed
@@ -94,7 +82,7 @@ class ProposalContext:
 
     def failed_families(self) -> set[Family]:
         """Families whose proposals failed verification or brought no gain."""
-        return {h.family for h in self.history if h.family is not None and h.verdict in ("failed", "no-gain")}
+        return {h.family for h in self.history if h.family is not None and h.verdict.rejected}
 
 
 @runtime_checkable

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from diagnosis.engine.escalation import (
     MECHANISMS,
     actionable,
-    severity_rank,
     top_finding,
     top_severity_families,
 )
@@ -119,7 +118,7 @@ def assess(findings: Sequence[Finding]) -> tuple[bool, bool, bool]:
     explains: the best-scored finding's family has a known mechanism and its gain is estimated.
     """
     localizes = any(
-        severity_rank(f.severity) >= severity_rank(Severity.MEDIUM) and f.kernel and f.lines for f in findings
+        f.severity.rank >= Severity.MEDIUM.rank and f.kernel and f.lines for f in findings
     )
     if not actionable(findings):
         return localizes, False, False

@@ -22,7 +22,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Max
 
+from diagnosis.engine.serialize import summary_from_json, version_json
 from diagnosis.models import DiagnosisRun, Finding, Kernel, KernelVersion, Proposal, Team
+from diagnosis.validation import validate_module_source
 from runner import pipeline
 
 
@@ -91,31 +93,10 @@ class Command(BaseCommand):
 
 def validate(raw: bytes, path: Path) -> str:
     """The decoded source, or CommandError naming the file, the line and the problem."""
-    try:
-        from diagnosis.validation import validate_module_source
-    except ImportError:  # the web app's validator is optional here; the child validates too
-        validate_module_source = None
-    if validate_module_source is not None:
-        result = validate_module_source(raw, path.name, settings.KERNELOPT_MAX_UPLOAD_BYTES)
-        if not result.ok:
-            raise CommandError("\n".join(_where(path, e.line) + e.message for e in result.errors))
-        return result.source
-    return _validate_in_child(raw, path)
-
-
-def _validate_in_child(raw: bytes, path: Path) -> str:
-    try:
-        source = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise CommandError(f"{_where(path, line)}the file is not UTF-8 text") from exc
-    from runner.execute import Executor
-
-    outcome = Executor("cpu", None).validate(str(path.resolve()))
-    error = getattr(outcome, "error", None)
-    if error is not None:
-        raise CommandError(f"{_where(path, getattr(error, 'line', None))}{error.message}")
-    return source
+    result = validate_module_source(raw, path.name, settings.KERNELOPT_MAX_UPLOAD_BYTES)
+    if not result.ok:
+        raise CommandError("\n".join(_where(path, e.line) + e.message for e in result.errors))
+    return result.source
 
 
 def _where(path: Path, line: int | None) -> str:
@@ -165,7 +146,7 @@ def store(
 
 def run_report(run: DiagnosisRun) -> dict[str, Any]:
     """The run as stored: what --json prints."""
-    summary = run.summary or {}
+    summary = summary_from_json(run.summary)
     findings = Finding.objects.filter(run=run).select_related("round").order_by("round__index", "tier", "id")
     proposals = (
         Proposal.objects.filter(round__run=run)
@@ -173,8 +154,8 @@ def run_report(run: DiagnosisRun) -> dict[str, Any]:
         .prefetch_related("findings")
         .order_by("round__index", "id")
     )
-    best_proposal = next((p for p in proposals if p.id == summary.get("best_proposal")), None)
-    best = summary.get("best") or {}
+    best_id = summary.best_proposal if summary else None
+    best_proposal = next((p for p in proposals if best_id is not None and p.id == best_id), None)
     return {
         "run": {
             "id": run.id,
@@ -186,7 +167,7 @@ def run_report(run: DiagnosisRun) -> dict[str, Any]:
             "version": run.version.number,
             "rounds": run.rounds.count(),
             "round_budget": run.round_budget,
-            "stop_reason": summary.get("stop_reason"),
+            "stop_reason": str(summary.stop_reason) if summary else None,
             "wall_s": run.wall_s,
             "device_s": run.device_s,
             "tokens": run.tokens,
@@ -229,17 +210,17 @@ def run_report(run: DiagnosisRun) -> dict[str, Any]:
             "origin": "proposal" if best_proposal else "upload",
             "version": None if best_proposal else run.version.number,
             "proposal": best_proposal.id if best_proposal else None,
-            "sha256": summary.get("best_sha256") or run.version.sha256,
-            "speedup_over_initial": summary.get("speedup_over_initial"),
-            "speedup_over_eager": summary.get("speedup_over_eager", best.get("speedup_over_eager")),
-            "pct_sol": summary.get("pct_sol", best.get("pct_sol")),
+            "sha256": (summary.best_sha256 if summary else "") or run.version.sha256,
+            "speedup_over_initial": summary.speedup_over_initial if summary else None,
+            "speedup_over_eager": summary.speedup_over_eager if summary else None,
+            "pct_sol": summary.pct_sol if summary else None,
             "source": best_proposal.source if best_proposal else run.version.source,
         },
         "timings": {
-            "initial": summary.get("initial"),
-            "best": summary.get("best"),
-            "baseline_wall_s": summary.get("baseline_wall_s"),
-            "baseline_device_s": summary.get("baseline_device_s"),
+            "initial": version_json(summary.initial) if summary else None,
+            "best": version_json(summary.best) if summary else None,
+            "baseline_wall_s": summary.baseline_wall_s if summary else None,
+            "baseline_device_s": summary.baseline_device_s if summary else None,
         },
     }
 

@@ -20,7 +20,7 @@ import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from diagnosis.engine.evidence import Family, Finding, Severity
+from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.proposers.base import Candidate, ProposalContext, unified_diff
 
 
@@ -98,12 +98,9 @@ COMPOSITIONS: tuple[tuple[Family, Family], ...] = (
     (Family.FUSION, Family.SINGLE_PASS),
 )
 
-_SEVERITY_RANK = {Severity.HIGH: 3, Severity.MEDIUM: 2, Severity.LOW: 1, Severity.INFO: 0}
-
-
 def _rank(findings: Sequence[Finding]) -> tuple[int, float]:
     return (
-        max(_SEVERITY_RANK.get(f.severity, 0) for f in findings),
+        max(f.severity.rank for f in findings),
         max((f.gain or 1.0) for f in findings),
     )
 

@@ -1,5 +1,6 @@
 """Tier 3 on the problem kernels: the reason each optimization did not fire, and
-counterfactual recompiles that confirm it before any hardware run."""
+counterfactual recompiles that confirm it before any hardware run. The compiles run on CPU
+through the compile job (runner.childlib.compile), so these live with the runner's tests."""
 
 from __future__ import annotations
 
@@ -10,18 +11,24 @@ from typing import Any
 
 import pytest
 
-from diagnosis.engine.counterfactual import PIPELINE, VECTORIZE, Hypothesis, diff_tables, run_counterfactual
+from diagnosis.engine.counterfactual import (
+    PIPELINE,
+    VECTORIZE,
+    Counterfactual,
+    diff_tables,
+    run_counterfactual,
+)
 from diagnosis.engine.evidence import Family, Tier
 from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.serialize import finding_json
 from diagnosis.engine.tier3 import pass_diff, run_tier3
+from runner.childlib.compile import compile_job
+from runner.protocol import JobRequest
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 def _compile(name: str, overrides: dict[str, Any] | None = None, dumps: bool = True) -> CompileResult:
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
     options: dict[str, Any] = {"pass_dumps": dumps, "sass": False}
     if overrides:
         options["overrides"] = overrides
@@ -74,7 +81,7 @@ CLEAN = [
 def test_it_names_why_the_optimization_did_not_fire(name: str, code: str, line: int) -> None:
     result = tier3(name)
     hits = findings(result, code)
-    assert hits and any(line in f.lines for f in hits), [f.to_json() for f in result.findings]
+    assert hits and any(line in f.lines for f in hits), [finding_json(f) for f in result.findings]
     assert all(f.tier == Tier.COMPILER for f in hits)
     assert result.localizes
 
@@ -141,7 +148,7 @@ def test_it_names_ieee_precision_as_the_reason_the_dot_uses_fma() -> None:
 
 def test_it_confirms_a_source_transform_given_as_an_alternative_file() -> None:
     before = compiled("dot_fp32_ieee")
-    h = Hypothesis(
+    h = Counterfactual(
         "bmm_kernel", {"source": str(KERNELS / "dot_tf32.py")}, "tensor_cores", (), Family.DOT_PRECISION
     )
     cf = run_counterfactual(h, before, recompile_for("dot_fp32_ieee"))
@@ -151,7 +158,7 @@ def test_it_confirms_a_source_transform_given_as_an_alternative_file() -> None:
 
 def test_it_reports_a_hypothesis_that_changes_nothing() -> None:
     before = compiled("colsum_strided")
-    h = Hypothesis("colsum_kernel", {"divisibility": ["M"]}, VECTORIZE, (16,), Family.HINTS)
+    h = Counterfactual("colsum_kernel", {"divisibility": ["M"]}, VECTORIZE, (16,), Family.HINTS)
     cf = run_counterfactual(h, before, recompile_for("colsum_strided"))
     assert cf.code == "CG_COUNTERFACTUAL_NO_EFFECT"
     assert "stay 32-bit" in cf.message
@@ -195,9 +202,6 @@ def test_a_two_case_compile_explains_the_odd_case_of_a_gemm() -> None:
     loads with no cp.async; case 0 (4096^3) to a pipelined loop. Compiled together, tier 3
     names the strides and its counterfactual recompile of case 4's kernel turns the loads
     into async copies; the kernel of case 0 is never the one compared."""
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
     module = SUITE / "01_gemm_fp16.py"
     if not module.is_file():
         pytest.skip("bench/suite is absent")

@@ -1,5 +1,6 @@
 """Tier 2 on the problem kernels of tests/kernels: each shows one problem at a known line,
-its clean counterpart shows none. Compiles run on CPU (sm_90 and gfx942 targets)."""
+its clean counterpart shows none. Compiles run on CPU (sm_90 and gfx942 targets) through the
+compile job (runner.childlib.compile), so these live with the runner's tests."""
 
 from __future__ import annotations
 
@@ -11,16 +12,16 @@ import pytest
 
 from diagnosis.engine.evidence import Family, Tier
 from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.serialize import finding_json
 from diagnosis.engine.tier2 import run_tier2
+from runner.childlib.compile import compile_job
+from runner.protocol import JobRequest
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 @functools.cache
 def compiled(name: str, target: str = "sm_90") -> CompileResult:
-    from runner.childlib.compile import compile_job
-    from runner.protocol import JobRequest
-
     request = JobRequest(job="compile", module=str(KERNELS / f"{name}.py"), target=target)
     if name in ("vadd_aligned", "softmax_spills"):
         request.options["sass"] = True  # the default ("auto") disassembles only spilling kernels
@@ -61,7 +62,7 @@ CLEAN = [
 @pytest.mark.parametrize(("name", "code", "line"), FLAGGED)
 def test_it_flags_the_problem_at_its_line(name: str, code: str, line: int) -> None:
     result = tier2(name)
-    assert line in codes_at(result, code), [f.to_json() for f in result.findings]
+    assert line in codes_at(result, code), [finding_json(f) for f in result.findings]
     finding = next(f for f in result.findings if f.code == code and line in f.lines)
     assert finding.tier == Tier.IR
     assert finding.evidence and finding.evidence[0].excerpt

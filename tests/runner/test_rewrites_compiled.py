@@ -1,0 +1,146 @@
+"""Rewrites checked on what the compiler makes of them: the rules' output compiled on CPU
+through the compile job (runner.childlib.compile), so these live with the runner's tests.
+The rewrites' own tables are in tests/engine/test_rules_*.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from diagnosis.engine.counterfactual import Counterfactual, run_counterfactual
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.proposers.base import ProposalContext
+from diagnosis.engine.proposers.rules import RulesProposer, apply_family
+from diagnosis.engine.proposers.rules.pad_operands import padded_operands
+from diagnosis.engine.tier2 import run_tier2
+from diagnosis.engine.tier3 import run_tier3
+from runner.childlib.compile import compile_job
+from runner.protocol import JobRequest
+from tests.engine.rules_cases import harness as h
+from tests.engine.test_rules_dot_precision import IEEE_KERNEL
+from tests.engine.test_rules_hoist import BIAS_ROWS
+from tests.engine.test_rules_pad_operands import GEMM_BLOCKERS, SUITE, blocked, suite
+from tests.runner.test_tier3_compiled import compiled, recompile_for
+
+# --- HOIST ----------------------------------------------------------------------------------
+
+
+def _loads_before_loop(path: Path) -> tuple[int, int]:
+    """(tt.load ops before the first scf.for, all tt.load ops) in the sm_90 TTGIR of the module."""
+    data = compile_job(
+        JobRequest(job="compile", module=str(path), options={"pass_dumps": False, "sass": False})
+    )
+    text = json.loads(json.dumps(data))["kernels"][0]["stages"]["ttgir"]
+    lines = [line for line in text.splitlines() if "tt.load" in line or "scf.for" in line]
+    first_for = next(i for i, line in enumerate(lines) if "scf.for" in line)
+    loads = [i for i, line in enumerate(lines) if "tt.load" in line]
+    return sum(1 for i in loads if i < first_for), len(loads)
+
+
+def test_the_compiled_loop_keeps_one_load_instead_of_two(tmp_path: Path) -> None:
+    """Compiler-grounded: Triton leaves both loads in the storing loop; after the rewrite the
+    bias load sits before the scf.for."""
+    rw = apply_family(Family.HOIST, BIAS_ROWS, h.rule_input())
+    assert rw is not None
+    before, after = tmp_path / "before.py", tmp_path / "after.py"
+    before.write_text(BIAS_ROWS)
+    after.write_text(rw.source)
+    assert _loads_before_loop(before) == (0, 2)
+    assert _loads_before_loop(after) == (1, 2)
+
+
+# --- HINTS (padded operands) ----------------------------------------------------------------
+
+
+def test_the_padded_odd_case_compiles_to_async_copies_for_sm90(tmp_path: Path) -> None:
+    """What the rewrite is for, checked without a GPU: 01_gemm's 3000 x 5000 x 2500 case
+    compiles to 16-bit operand loads and no cp.async; rewritten, its launch compiles to
+    cp.async copies of both operands (the compile job captures the launch on CPU)."""
+
+    def loads(module: Path) -> dict[str, int]:
+        job = JobRequest(
+            job="compile", module=str(module), target="sm_90", cases=[4], options={"sass": False}
+        )
+        data = json.loads(json.dumps(compile_job(job)))
+        ptx = data["kernels"][0]["stages"]["ptx"]
+        return {
+            op: len(re.findall(rf"\b{re.escape(op)}\b", ptx))
+            for op in ("ld.global.b16", "cp.async.cg.shared.global")
+        }
+
+    src = suite("01_gemm_fp16.py")
+    before = loads(SUITE / "01_gemm_fp16.py")
+    rw = padded_operands(src, blocked("matmul_kernel", *GEMM_BLOCKERS))
+    assert rw is not None
+    path = tmp_path / "padded_gemm.py"
+    path.write_text(rw.source)
+    after = loads(path)
+    assert before["ld.global.b16"] > 0 and before["cp.async.cg.shared.global"] == 0
+    assert after["ld.global.b16"] == 0 and after["cp.async.cg.shared.global"] > 0
+
+
+def test_tier_3s_findings_on_the_odd_case_lead_the_rules_proposer_here() -> None:
+    """End to end without a GPU: compile 01_gemm's cases 0 and 4 for sm_90, run tiers 2 and 3
+    (with their counterfactual recompiles), hand the findings to the rules proposer with the
+    module's cases: its HINTS candidate is the padded one (the guarded copy and the
+    contiguity hint decline: no case could take the first, the findings name what blocks)."""
+    src = suite("01_gemm_fp16.py")
+    module = SUITE / "01_gemm_fp16.py"
+
+    def build(
+        overrides: dict | None = None, dumps: bool = True, cases: list[int] | None = None
+    ) -> CompileResult:
+        options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
+        job = JobRequest(
+            job="compile", module=str(module), target="sm_90", cases=cases or [0, 4], options=options
+        )
+        return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
+
+    compiled = build()
+    t2 = run_tier2(compiled, src)
+    t3 = run_tier3(
+        compiled,
+        src,
+        recompile=lambda o, case=None: build(o, False, [case] if case else None),
+        prior=t2.findings,
+    )
+    findings = [f for f in t2.findings + t3.findings if f.family is Family.HINTS]
+    assert findings
+    # the strides the baseline's verify job records with each case
+    cases = tuple(
+        dataclasses.replace(
+            c,
+            launch_ints=(
+                (
+                    "matmul_kernel",
+                    tuple(
+                        (name, c.shapes[0][1] if name == "stride_am" else c.shapes[1][1])
+                        for name in ("stride_am", "stride_bk", "stride_cm")
+                    ),
+                ),
+            ),
+        )  # fmt: skip
+        for c in h.cases_of(module)
+    )
+    candidates = RulesProposer().propose(src, findings, ProposalContext(cases=cases))
+    assert candidates and candidates[0].rationale.startswith("[hints]")
+    assert "pad16(a)" in candidates[0].source, candidates[0].rationale[-600:]
+
+
+# --- DOT_PRECISION --------------------------------------------------------------------------
+
+
+def test_the_rewrite_compiles_to_tensor_core_instructions(tmp_path: Path) -> None:
+    """Compiler-grounded: the ieee kernel's dot lowers to FMA (no MMA), the rule's rewrite of the
+    same module to tensor-core instructions (sm_90 compile, no GPU needed)."""
+    rw = apply_family(Family.DOT_PRECISION, IEEE_KERNEL, h.rule_input())
+    assert rw is not None
+    after = tmp_path / "dot_after_rule.py"
+    after.write_text(rw.source)
+    hyp = Counterfactual("bmm_kernel", {"source": str(after)}, "tensor_cores", (), Family.DOT_PRECISION)
+    cf = run_counterfactual(hyp, compiled("dot_fp32_ieee"), recompile_for("dot_fp32_ieee"))
+    assert cf.code == "CG_COUNTERFACTUAL"
+    assert cf.args["before"]["tensor_core_instructions"] == 0 < cf.args["after"]["tensor_core_instructions"]
