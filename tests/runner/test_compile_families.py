@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.ir import ATOMIC, GLOBAL_LOAD, GLOBAL_STORE, CompileResult, line_table, parse_mlir
+from diagnosis.engine.ir import (
+    ATOMIC,
+    GLOBAL_LOAD,
+    GLOBAL_STORE,
+    CompileResult,
+    line_table,
+    parse_mlir,
+    tensor_shape,
+)
 from diagnosis.engine.proposers.base import CaseShape
 from diagnosis.engine.proposers.rules import apply_family
 from diagnosis.engine.tier2 import run_tier2
@@ -21,13 +29,17 @@ from tests.engine.rules_cases import harness as h
 def compile_module(path: Path) -> CompileResult:
     from runner.childlib.compile import compile_job
 
-    data = compile_job(JobRequest(job="compile", module=str(path), options={"pass_dumps": False, "sass": False}))
+    data = compile_job(
+        JobRequest(job="compile", module=str(path), options={"pass_dumps": False, "sass": False})
+    )
     result = CompileResult.from_json(data)
     assert all(k.error is None for k in result.kernels), [k.error for k in result.kernels]
     return result
 
 
-def rewrite(tmp_path: Path, name: str, family: Family, cases: tuple[CaseShape, ...] = ()) -> tuple[Path, Path]:
+def rewrite(
+    tmp_path: Path, name: str, family: Family, cases: tuple[CaseShape, ...] = ()
+) -> tuple[Path, Path]:
     before = h.HERE / name
     rw = apply_family(family, before.read_text(), h.rule_input(cases))
     assert rw is not None
@@ -93,3 +105,21 @@ def test_the_collapse_issues_its_one_atomic_after_the_loop(tmp_path: Path) -> No
     assert len(atomics) == 1 and atomics[0].loops == 0
     assert loads and all(op.loops == 1 for op in loads)
     assert kernel.grid[1] == 1  # one program per row
+
+
+def test_the_loop_over_everything_runs_on_many_programs(tmp_path: Path) -> None:
+    before, after = rewrite(tmp_path, "whole_sum_loop.py", Family.TWO_STAGE)
+    [kernel] = compile_module(before).kernels
+    assert kernel.grid == (1, 1, 1)
+    stage1, stage2 = compile_module(after).kernels
+    assert stage1.grid == (528, 1, 1) and stage2.grid == (1, 1, 1)  # 4 programs per SM on 132 SMs
+    assert max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(stage1).values()) == 128
+
+
+def test_the_input_sized_block_is_cut_into_4096_element_programs(tmp_path: Path) -> None:
+    """The block of 2^24 elements is not compiled before the rewrite: it takes minutes."""
+    _, after = rewrite(tmp_path, "whole_mean_block.py", Family.TWO_STAGE)
+    stage1, _ = compile_module(after).kernels
+    assert stage1.grid == (4096, 1, 1)  # 4096 x 4096 elements: a 2^24 block in 4096-element cuts
+    loads = [op for op in parse_mlir(stage1.stages["ttgir"], stage1.filename).ops if op.name == "tt.load"]
+    assert [tensor_shape(op.attrs)[0] for op in loads] == [(4096,)]
