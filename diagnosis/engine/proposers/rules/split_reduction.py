@@ -45,6 +45,7 @@ from diagnosis.engine.proposers.rules.structural import (
     Spelling,
     add_kwargs,
     add_param,
+    bound_names,
     constexpr_annotation,
     constexprs,
     param_slot,
@@ -139,7 +140,7 @@ def _tainted(statements: list[cst.BaseStatement], axis: _Axis) -> tuple[set[int]
             continue
         if cu.names_in(st) & names or any(id(n) in calls for n in cu.walk(st)):
             out.add(id(st))
-            names |= _bound(st)
+            names |= bound_names(st)
     return out, names
 
 
@@ -148,17 +149,6 @@ def _reads(node: cst.CSTNode | None, names: set[str], axis: _Axis) -> bool:
         return False
     calls = {id(c) for c in axis.inline}
     return bool(cu.names_in(node) & names) or any(id(n) in calls for n in cu.walk(node))
-
-
-def _bound(st: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-    for node in cu.walk(st):
-        if isinstance(node, cst.AssignTarget | cst.AugAssign | cst.AnnAssign):
-            target = node.target
-            out |= {n.value for n in cu.walk(target) if isinstance(n, cst.Name)}
-        elif isinstance(node, cst.For):
-            out |= {n.value for n in cu.walk(node.target) if isinstance(n, cst.Name)}
-    return out
 
 
 def _match(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling) -> _Split | None:
@@ -198,7 +188,7 @@ def _match(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling) -> _Split
     bindings = cu.Bindings(kernel.node)
     top = body[:-1]
     simple = [st for st in top if not isinstance(st, cst.For)]
-    if any(len(bindings.by_name.get(name, [])) != 1 for st in simple for name in _bound(st)):
+    if any(len(bindings.by_name.get(name, [])) != 1 for st in simple for name in bound_names(st)):
         return None
     # the split axis: the value depends on it, the address and the mask do not
     for split in (1, 0):

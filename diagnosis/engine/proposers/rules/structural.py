@@ -116,6 +116,30 @@ def constexpr_annotation(kernel: cu.Kernel, sp: Spelling) -> str:
     return sp.write("tl.constexpr")
 
 
+def memory_params(kernel: cu.Kernel, sp: Spelling) -> tuple[set[str], set[str]]:
+    """(pointer parameters loaded from, those stored or atomically updated to), as
+    `cu.memory_params` reads them but through the module's aliases; "?" for an unknown base."""
+    bindings = cu.Bindings(kernel.node)
+    loads: set[str] = set()
+    stores: set[str] = set()
+    for call in (n for n in cu.walk(kernel.node.body) if isinstance(n, cst.Call)):
+        name = sp.call(call) or ""
+        ptr = cu.arg(call, "pointer", 0)
+        if ptr is None or not (name == "tl.load" or name == "tl.store" or name.startswith("tl.atomic_")):
+            continue
+        (loads if name == "tl.load" else stores).update(cu.base_params(kernel, ptr, bindings))
+    return loads, stores
+
+
+def bound_names(node: cst.CSTNode) -> set[str]:
+    """Names an assignment, augmented assignment or `for` target under `node` binds."""
+    out: set[str] = set()
+    for n in cu.walk(node):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+            out |= {t.value for t in cu.walk(n.target) if isinstance(t, cst.Name)}
+    return out
+
+
 def same_code(a: cst.CSTNode | None, b: cst.CSTNode | None) -> bool:
     """Two expressions written the same way (whitespace and parentheses aside)."""
     if a is None or b is None:

@@ -41,7 +41,14 @@ import libcst as cst
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.proposers.rules.structural import Spelling, constexpr_annotation, constexprs, read_grid
+from diagnosis.engine.proposers.rules.structural import (
+    Spelling,
+    bound_names,
+    constexpr_annotation,
+    constexprs,
+    memory_params,
+    read_grid,
+)
 
 FINISHES = frozenset({"tl.store", "tl.atomic_add", "tl.atomic_max", "tl.atomic_min"})
 REDUCE = {"+": "tl.sum", "max": "tl.max", "min": "tl.min"}
@@ -226,7 +233,7 @@ def _match_loop(kernel, launch, sp, finish, call, out, body, at, value) -> _Whol
         for st in loop_body
         if isinstance(st, cst.SimpleStatementLine)
         for small in st.body
-        for name in _targets(small)
+        for name in bound_names(small)
         if name in head_names
     }
     if len(carried) != 1:
@@ -321,14 +328,6 @@ def _names_outside(g: cst.BaseExpression, t: cst.BaseExpression) -> set[str]:
     return out
 
 
-def _targets(small: cst.BaseSmallStatement) -> list[str]:
-    if isinstance(small, cst.Assign):
-        return [n.value for t in small.targets for n in cu.walk(t.target) if isinstance(n, cst.Name)]
-    if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and isinstance(small.target, cst.Name):
-        return [small.target.value]
-    return []
-
-
 # ---------------------------------------------------------------------------------------
 # the rewrite
 
@@ -387,7 +386,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         return None
     # inputs the wrapper allocated are partials already: this is someone's second stage
     wb = cu.Bindings(w.launch.function)
-    loads, _ = cu.memory_params(w.kernel)
+    loads, _ = memory_params(w.kernel, w.sp)
     for p in loads:
         arg = bound.get(p)
         b = wb.single(arg.value) if isinstance(arg, cst.Name) else None
