@@ -123,3 +123,25 @@ def test_the_input_sized_block_is_cut_into_4096_element_programs(tmp_path: Path)
     assert stage1.grid == (4096, 1, 1)  # 4096 x 4096 elements: a 2^24 block in 4096-element cuts
     loads = [op for op in parse_mlir(stage1.stages["ttgir"], stage1.filename).ops if op.name == "tt.load"]
     assert [tensor_shape(op.attrs)[0] for op in loads] == [(4096,)]
+
+
+def _ops(result: CompileResult, name: str) -> int:
+    return sum(
+        1 for k in result.kernels for op in parse_mlir(k.stages["ttgir"], k.filename).ops if op.name == name
+    )
+
+
+def test_the_fused_row_kernel_reads_the_row_once_and_no_statistic(tmp_path: Path) -> None:
+    before, after = rewrite(tmp_path, "stats_softmax.py", Family.FUSION)
+    old = compile_module(before)
+    assert len(old.kernels) == 2 and _ops(old, "tt.load") == 4  # x twice, the max and the sum
+    new = compile_module(after)
+    assert len(new.kernels) == 1 and _ops(new, "tt.load") == 1  # x once
+    assert _ops(new, "tt.store") == 3  # y, and the statistics still written
+
+
+def test_the_forwarded_intermediate_is_neither_stored_nor_loaded_back(tmp_path: Path) -> None:
+    before, after = rewrite(tmp_path, "reload_center.py", Family.FUSION)
+    assert (_ops(compile_module(before), "tt.load"), _ops(compile_module(before), "tt.store")) == (2, 2)
+    new = compile_module(after)
+    assert (_ops(new, "tt.load"), _ops(new, "tt.store")) == (1, 1)
