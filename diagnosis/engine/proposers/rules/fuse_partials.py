@@ -46,6 +46,7 @@ from diagnosis.engine.proposers.rules.structural import (
     constexprs,
     memory_params,
     param_slot,
+    parens,
     read_grid,
     same_code,
 )
@@ -154,9 +155,12 @@ def _match(a: _Rows, b: _Rows, la: cu.Launch, lb: cu.Launch, body: list, wb: cu.
         binding = wb.single(expr.value)
         return expr.value if binding is not None and cu.call_name(binding.value) in ALLOCS else None
 
-    stats = {tensor(ba.get(s)): s for s in a.stats}
-    if None in stats:
-        return None
+    stats: dict[str, str] = {}  # the wrapper's tensor -> A's parameter storing it
+    for s in a.stats:
+        t = tensor(ba.get(s))
+        if t is None:
+            return None
+        stats[t] = s
     forwarded: dict[str, str] = {}
     for q, calls in b.row_loads.items():
         t = tensor(bb.get(q))
@@ -179,21 +183,12 @@ def _match(a: _Rows, b: _Rows, la: cu.Launch, lb: cu.Launch, body: list, wb: cu.
             return None
     i, j = body.index(la.statement), body.index(lb.statement)
     moved = {n for node in la.call.args for n in cu.names_in(node)}
-    if not between_ok(body[i + 1 : j], moved | set(stats), set(stats)):  # type: ignore[arg-type]
+    if not between_ok(body[i + 1 : j], moved | set(stats), set(stats)):
         return None
     return _Match(a, b, la, lb, forwarded)
 
 
 PURE_CALLS = frozenset({"tl.arange", "tl.zeros", "tl.full", "float", "int"})
-
-
-def _parens(node: cst.BaseExpression) -> cst.BaseExpression:
-    if (
-        isinstance(node, (cst.Name, cst.Call, cst.Attribute, cst.Subscript, cst.Integer, cst.Float))
-        or node.lpar
-    ):
-        return node
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 class _Values:
@@ -210,7 +205,7 @@ class _Values:
     def _expand(self, expr: cst.BaseExpression) -> cst.BaseExpression:
         def sub(n: cst.Name) -> cst.BaseExpression | None:
             if n.value in self.pure:
-                return _parens(self.pure[n.value])
+                return parens(self.pure[n.value])
             v = self.version.get(n.value)
             return cst.Name(f"{n.value}__v{v}") if v else None
 

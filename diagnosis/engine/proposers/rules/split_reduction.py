@@ -84,6 +84,7 @@ class _Axis:
 
     name: str | None = None
     statement: cst.SimpleStatementLine | None = None  # `name = tl.program_id(axis)`
+    call: cst.Call | None = None  # the program_id call of that statement
     inline: list[cst.Call] = field(default_factory=list)  # the other `tl.program_id(axis)` calls
 
 
@@ -117,7 +118,7 @@ def _program_axes(kernel: cu.Kernel, sp: Spelling) -> dict[int, _Axis] | None:
                 axis = cu.int_literal(cu.arg(value, "axis", 0))
                 if axis is None or axis in axes or len(st.body) != 1:
                     return None
-                axes[axis] = _Axis(name, st)
+                axes[axis] = _Axis(name, st, value)
                 bound.add(id(value))
     for node in cu.walk(kernel.node.body):
         if sp.is_call(node, "tl.program_id") and id(node) not in bound:
@@ -305,7 +306,7 @@ def _collapse(m: _Split, taken: set[str]) -> list[tuple[cst.CSTNode, Any]] | Non
     # program_id(s) calls become the loop index; the kept axis becomes axis 0
     edits: list[tuple[cst.CSTNode, Any]] = [(c, cst.Name(index)) for c in split.inline]
     if m.kept == 1:
-        kept_calls = kept.inline + ([kept.statement.body[0].value] if kept.statement is not None else [])  # type: ignore[attr-defined]
+        kept_calls = kept.inline + ([kept.call] if kept.call is not None else [])
         edits += [(c, m.sp.expr("tl.program_id(0)")) for c in kept_calls]
     before, inside = [], []
     for st in m.body:

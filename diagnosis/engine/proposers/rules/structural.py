@@ -1,5 +1,6 @@
 """Helpers the structural rewrites share (tile_strided, split_reduction, two_stage,
-fuse_partials): import-alias spelling, grids of one axis, and launch edits.
+fuse_partials): import-alias spelling, grids, kernel facts read through aliases, and
+parameter and launch edits.
 
 `cst_util` compares names as written (`tl.load`); these rewrites also read kernels written
 against other aliases (`import triton.language as lang`, `from triton.language import
@@ -9,6 +10,7 @@ back in the module's own spelling. Candidates to move into the source model once
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ class Spelling:
 
     @classmethod
     def of(cls, tree: cst.Module) -> Spelling | None:
-        """None when the module imports neither triton nor triton.language under some name."""
+        """None when the module does not import triton itself (the rewrites write `triton.cdiv`)."""
         aliases: dict[str, str] = {}
         for node in cu.walk(tree):
             if isinstance(node, cst.Import):
@@ -140,11 +142,24 @@ def bound_names(node: cst.CSTNode) -> set[str]:
     return out
 
 
+def parens(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` parenthesized unless it is an atom (or already is), to stand as an operand or take
+    the place of a name: libcst prints the tree as built and adds no parentheses itself."""
+    atoms = (cst.Name, cst.Call, cst.Attribute, cst.Subscript, cst.Integer, cst.Float)
+    if isinstance(node, atoms) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
 def same_code(a: cst.CSTNode | None, b: cst.CSTNode | None) -> bool:
-    """Two expressions written the same way (whitespace and parentheses aside)."""
+    """Two expressions written the same way (layout and redundant parentheses aside)."""
     if a is None or b is None:
         return False
-    return "".join(cu.code(a).split()).strip("()") == "".join(cu.code(b).split()).strip("()")
+    return _normal(a) == _normal(b)
+
+
+def _normal(node: cst.CSTNode) -> str:
+    return ast.unparse(ast.parse(cu.code(node).strip(), mode="eval"))
 
 
 @dataclass
@@ -179,12 +194,6 @@ def read_grid(launch: cu.Launch) -> Grid | None:
     return Grid([e.value for e in grid.elements], grid, meta)
 
 
-def write_grid(grid: Grid, elements: Sequence[str]) -> cst.BaseExpression:
-    """A replacement for `grid.node` with the given element texts (a one-tuple keeps its comma)."""
-    inner = ", ".join(elements)
-    return cu.expr(f"({inner},)" if len(elements) == 1 else f"({inner})")
-
-
 def add_kwargs(call: cst.Call, kwargs: Sequence[tuple[str, str]]) -> cst.Call:
     """`call` with `name=value` arguments appended, in the call's layout: one argument per line
     stays so, and a line break before the closing parenthesis stays before it."""
@@ -194,19 +203,21 @@ def add_kwargs(call: cst.Call, kwargs: Sequence[tuple[str, str]]) -> cst.Call:
     new = [cu.keyword_arg(k, cu.expr(v)) for k, v in kwargs]
     if args:
         last = args[-1]
-        multiline = isinstance(last.comma, cst.Comma) and "\n" in cu.code(last.comma)
-        sep = (
-            args[-2].comma
-            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) and "\n" in cu.code(args[-2].comma)
-            else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        )
-        if multiline:
-            sep = last.comma
+        sep = _separator(last.comma, args[-2].comma if len(args) > 1 else None)
         args[-1] = last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
         new = [n.with_changes(comma=sep) for n in new[:-1]] + [
             new[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
         ]
     return call.with_changes(args=[*args, *new])
+
+
+def _separator(last: object, before: object) -> cst.Comma:
+    """The comma to put after what was the last item of a list: its own trailing comma when it
+    ends a line (one item per line), else the one before it when that ends a line, else `, `."""
+    for comma in (last, before):
+        if isinstance(comma, cst.Comma) and "\n" in cu.code(comma):
+            return comma
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
 def param_slot(kernel: cu.Kernel, launch: cu.Launch, consts: Sequence[str]) -> int:
@@ -239,15 +250,9 @@ def add_param(
     )
     if at == len(params) and params:
         last = params[-1]
-        multiline = isinstance(last.comma, cst.Comma) and "\n" in cu.code(last.comma)
-        sep = (
-            params[-2].comma
-            if len(params) > 1
-            and isinstance(params[-2].comma, cst.Comma)
-            and "\n" in cu.code(params[-2].comma)
-            else space
+        params[-1] = last.with_changes(
+            comma=_separator(last.comma, params[-2].comma if len(params) > 1 else None)
         )
-        params[-1] = last.with_changes(comma=last.comma if multiline else sep)
         new = new.with_changes(comma=last.comma)
     elif params:
         # in the middle: the new one takes the separator of the one before it

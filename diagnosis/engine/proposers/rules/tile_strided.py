@@ -47,6 +47,7 @@ from diagnosis.engine.proposers.rules.structural import (
     add_param,
     constexpr_annotation,
     constexprs,
+    parens,
     read_grid,
     same_code,
 )
@@ -398,7 +399,7 @@ class _Writer:
         for a in node.args:
             value = self.within(a.value, kind)
             if masked and a.value is mask_arg:
-                value = cst.BinaryOperation(_parens(value), cst.BitAnd(), pmask)
+                value = cst.BinaryOperation(parens(value), cst.BitAnd(), pmask)
             args.append(a.with_changes(value=value))
         if masked and mask_arg is None:
             args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
@@ -429,12 +430,6 @@ class _Writer:
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             return small.with_changes(value=self.rebuild(small.value))
         return small
-
-
-def _parens(node: cst.BaseExpression) -> cst.BaseExpression:
-    if isinstance(node, (cst.Name, cst.Call, cst.Attribute, cst.Subscript)) or node.lpar:
-        return node
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 def _widen(k: _Kernel, block: str) -> dict[int, cst.BaseExpression]:
@@ -488,7 +483,6 @@ class _Plan:
     edits: list[tuple[cst.CSTNode, Any]]
     block: str
     width: int
-    line: str  # the walked access, for the rationale
 
 
 def _launch_int(
@@ -548,8 +542,7 @@ def _plan(
     try:
         k.collect(kernel.node.body, True)
         k.infer()
-        walked = _walks_a_column(k)
-        if walked is None:
+        if _walks_a_column(k) is None:
             return None
         bound = launch.bound(kernel)
         consts = constexprs(kernel, sp)
@@ -610,7 +603,7 @@ def _plan(
     else:
         edits.append((grid.node, new_grid))
     edits.append((launch.call, add_kwargs(call, [(block, str(width))])))
-    return _Plan(kernel, launch, fn, edits, block, width, cu.code(walked))
+    return _Plan(kernel, launch, fn, edits, block, width)
 
 
 @transform(Family.COALESCE)

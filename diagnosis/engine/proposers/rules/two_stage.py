@@ -47,6 +47,7 @@ from diagnosis.engine.proposers.rules.structural import (
     constexpr_annotation,
     constexprs,
     memory_params,
+    parens,
     read_grid,
 )
 
@@ -97,16 +98,8 @@ class _Whole:
     op: str  # "+", "max" or "min"
     tail: list[cst.BaseStatement]  # the statements between the reduction and the finish
     loop: cst.For | None = None
+    bounds: tuple[cst.BaseExpression, ...] = ()  # the loop's range arguments
     block: str | None = None  # the constexpr of the one block
-
-
-def _parens(node: cst.BaseExpression) -> cst.BaseExpression:
-    if (
-        isinstance(node, (cst.Name, cst.Call, cst.Attribute, cst.Subscript, cst.Integer, cst.Float))
-        or node.lpar
-    ):
-        return node
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 def _neutral(sp: Spelling, init: cst.BaseExpression, op: str) -> bool:
@@ -156,7 +149,7 @@ def _inline(
             return None
         name, value = pairs[0]
         names.add(name)
-        bound = _parens(value)
+        bound = parens(value)
         expr = cu.subst_names(expr, lambda n, name=name, bound=bound: bound if n.value == name else None)
     return expr, names
 
@@ -217,7 +210,17 @@ def _match(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling) -> _Whole
     return None
 
 
-def _match_loop(kernel, launch, sp, finish, call, out, body, at, value) -> _Whole | None:  # noqa: ANN001
+def _match_loop(
+    kernel: cu.Kernel,
+    launch: cu.Launch,
+    sp: Spelling,
+    finish: cst.SimpleStatementLine,
+    call: cst.Call,
+    out: str,
+    body: list[cst.BaseStatement],
+    at: int,
+    value: cst.BaseExpression,
+) -> _Whole | None:
     loop = body[at]
     head, tail = body[:at], body[at + 1 :]
     assert isinstance(loop, cst.For)
@@ -273,16 +276,25 @@ def _match_loop(kernel, launch, sp, finish, call, out, body, at, value) -> _Whol
     # besides T, G reads parameters only (no local of the head or the loop)
     if _names_outside(g, partial) & (set(bindings.by_name) | {loop.target.value}):
         return None
-    return _Whole(kernel, launch, sp, finish, call, out, g, partial, op, tail, loop=loop)
+    bounds = tuple(a.value for a in loop.iter.args)
+    return _Whole(kernel, launch, sp, finish, call, out, g, partial, op, tail, loop=loop, bounds=bounds)
 
 
-def _match_block(kernel, launch, sp, finish, call, out, body, value) -> _Whole | None:  # noqa: ANN001
+def _match_block(
+    kernel: cu.Kernel,
+    launch: cu.Launch,
+    sp: Spelling,
+    finish: cst.SimpleStatementLine,
+    call: cst.Call,
+    out: str,
+    body: list[cst.BaseStatement],
+    value: cst.BaseExpression,
+) -> _Whole | None:
     consts = constexprs(kernel, sp)
     aranges = [n for n in cu.walk(kernel.node.body) if sp.is_call(n, "tl.arange")]
-    ends = {cu.code(cu.arg(a, "end", 1)) for a in aranges if cu.int_literal(cu.arg(a, "start", 0)) == 0}
-    if len(ends) != 1 or len([a for a in aranges if cu.int_literal(cu.arg(a, "start", 0)) == 0]) != len(
-        aranges
-    ):
+    starts = {cu.int_literal(cu.arg(a, "start", 0)) for a in aranges}
+    ends = {cu.code(cu.arg(a, "end", 1)) for a in aranges}
+    if starts != {0} or len(ends) != 1:
         return None
     block = ends.pop()
     if block not in consts:
@@ -302,11 +314,10 @@ def _match_block(kernel, launch, sp, finish, call, out, body, value) -> _Whole |
     reductions = [
         n for n in cu.walk(kernel.node.body) if isinstance(n, cst.Call) and sp.call(n) in cu.REDUCTIONS
     ]
-    # the tail is every statement after the reduction's own; here: the statements the finish reads
-    tail = [st for st in body if any(n is r for r in reductions for n in cu.walk(st))]
     if len(reductions) != 1 or sp.call(reductions[0]) not in REDUCE.values():
         return None
-    at = body.index(tail[0]) if tail else len(body)
+    # the statement holding the reduction and those after it are inlined into G
+    at = next((i for i, st in enumerate(body) if any(n is reductions[0] for n in cu.walk(st))), len(body))
     inlined = _inline(value, body[at:])
     if inlined is None:
         return None
@@ -339,7 +350,7 @@ def _stage1(w: _Whole, name: str, partials: str) -> cst.FunctionDef:
     edits: list[tuple[cst.CSTNode, Any]] = [(st, cst.RemoveFromParent()) for st in w.tail]
     edits.append((w.finish, store))
     if w.loop is not None:
-        args = [a.value for a in w.loop.iter.args]  # type: ignore[attr-defined]
+        args = list(w.bounds)
         start, stop, step = (args + [None])[:3] if len(args) > 1 else (None, args[0], None)
         step_text = cu.operand(step) if step is not None else None
         first = f"{pid} * {step_text}" if step_text else pid
@@ -411,7 +422,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     lines: list[str] = []
     call = w.launch.call
     if w.loop is not None:
-        args = [a.value for a in w.loop.iter.args]  # type: ignore[attr-defined]
+        args = list(w.bounds)
         stop = args[1] if len(args) > 1 else args[0]
         step = args[2] if len(args) > 2 else None
         host_stop = _host(w.sp, stop, bound)
