@@ -55,8 +55,8 @@ def _block(ctx: KernelContext) -> str:
             n = value.as_int()
             if value.kind == "next_power_of_2" and n is None:
                 return (
-                    f", and its block {text} = {value.text} holds the whole input in registers and compiles for "
-                    "minutes at 2^20 elements (about two on an H200)"
+                    f", and its block {text} = {value.text} holds the whole input in registers, compiles for "
+                    "minutes at 2^20 elements (about two on an H200) and is refused above that"
                 )
             if n is not None and n >= HUGE_BLOCK:
                 return (
