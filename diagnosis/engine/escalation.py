@@ -34,6 +34,8 @@ MECHANISMS: dict[Family, str] = {
     Family.SWIZZLE: "grouped program order reuses operand tiles from L2 instead of memory",
     Family.PIPELINING: "asynchronous copies overlap the next tile's loads with the current tile's math",
     Family.HOIST: "loop-invariant work is done once instead of once per iteration",
+    Family.TWO_STAGE: "many programs reduce slices at once and a second stage combines their partials: "
+    "every SM reads, not one",
 }
 
 

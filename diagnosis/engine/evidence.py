@@ -57,6 +57,7 @@ class Family(enum.StrEnum):
     SWIZZLE = "swizzle"  # program-order (grouped) ordering for GEMM tiles
     PIPELINING = "pipelining"  # num_stages / loads that do not qualify for cp.async
     HOIST = "hoist"  # loop-invariant loads or math inside a loop
+    TWO_STAGE = "two_stage"  # a whole-tensor reduction in one program -> partials of many programs + a second stage
     NONE = "none"  # informative only, points to no rewrite
 
 

@@ -200,8 +200,8 @@ def _scalar_access(
         for cat, what, op_name in ((GLOBAL_LOAD, "load", "tt.load"), (GLOBAL_STORE, "store", "tt.store")):
             count = row.count(cat)
             width = row.max_width(cat)
-            if count < 2 or width is None or width > 32:
-                continue  # one element per thread, or already vectorized
+            if width is None or width > 32:
+                continue  # nothing scalar here, or already vectorized
             accesses = [a for a in row.accesses if a["op"] == op_name]
             kinds = {a["kind"] for a in accesses}
             if kinds and kinds <= {"uniform", "scalar"}:
@@ -211,6 +211,8 @@ def _scalar_access(
                 if "strided" in kinds and "contiguous" not in kinds
                 else ("contiguous" if "contiguous" in kinds else "of unknown contiguity")
             )
+            if count < 2 and access != "strided":
+                continue  # one element per thread: adjacent lanes still share sectors
             op = max(row.asm[cat], key=lambda k: row.asm[cat][k])
             stride_args = sorted({s for a in accesses for s in a["stride_args"]})
             args = {
