@@ -25,6 +25,11 @@ import dramatiq
 
 from diagnosis.models import DiagnosisRun
 from runner import pipeline
+from runner.sandbox import make_non_dumpable
+
+# A process that runs these actors holds the database and broker credentials: no job (nor any
+# other process of its uid) may read its /proc/<pid>/environ or mem, or ptrace it.
+make_non_dumpable()
 
 DEVICES: tuple[str, ...] = tuple(DiagnosisRun.Device.values)  # cuda, npu, cpu
 
