@@ -28,6 +28,8 @@ import os
 import socket
 
 SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_ACT_KILL_PROCESS = 0x80000000
+SCMP_FLTATR_ACT_BADARCH = 2
 
 
 def _errno_action(code: int) -> int:
@@ -140,6 +142,8 @@ def _libseccomp() -> ctypes.CDLL:
         ctypes.c_uint,
         ctypes.POINTER(_ArgCmp),
     ]
+    lib.seccomp_attr_set.restype = ctypes.c_int
+    lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
     lib.seccomp_export_bpf.restype = ctypes.c_int
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     return lib
@@ -169,6 +173,12 @@ def program(*, allow_inet: bool = False) -> tuple[bytes, int]:
         rules += 1
 
     try:
+        # a call through another ABI (i386's int 0x80, x32 numbers) ends the whole process:
+        # libseccomp's default kills only the calling thread, which left torch's threads
+        # running a process that would never answer
+        rc = lib.seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)
+        if rc < 0:
+            raise SeccompUnavailable(f"seccomp_attr_set(ACT_BADARCH) failed: {os.strerror(-rc)}")
         refuse = _errno_action(errno.EPERM)
         for name in DENIED_SYSCALLS:
             add(name, refuse)

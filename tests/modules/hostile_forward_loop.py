@@ -28,7 +28,9 @@ class Model(nn.Module):
 class ModelNew(nn.Module):
     def forward(self, x):
         token = f"kernelopt-grandchild-{os.getpid()}-{time.time_ns()}"
-        child = subprocess.Popen([sys.executable, "-S", "-c", SLEEPER, token], stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-S", "-c", SLEEPER, token], stdout=subprocess.PIPE, text=True
+        )
         child.stdout.readline()
         print(f"GRANDCHILD_TOKEN={token}", file=sys.stderr, flush=True)
         while True:
