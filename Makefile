@@ -12,7 +12,7 @@ ADDRESS ?= 127.0.0.1:8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kernelopt
 QUEUES ?= cuda npu cpu
 
-.PHONY: install run worker test lint chromium testdb
+.PHONY: install run worker test lint chromium bubblewrap testdb
 
 install: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --progress-bar off -c constraints.txt torch==2.13.0 -e '.[dev]'
 	@touch $@
 
-run: $(STAMP)
+run: $(STAMP) bubblewrap
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py loaddemo --address http://$(ADDRESS)/
@@ -33,7 +33,7 @@ run: $(STAMP)
 
 # A separate worker for the queues in QUEUES; needs a real broker (BROKER_URL=amqp://... or redis://...)
 # and the same DATABASE_URL as the web process.
-worker: $(STAMP)
+worker: $(STAMP) bubblewrap
 	@if [ -z "$${BROKER_URL:-}" ]; then echo "make worker: set BROKER_URL (amqp://guest:guest@127.0.0.1:5672/ or redis://127.0.0.1:6379/0); without it the web process runs the embedded worker" >&2; exit 2; fi
 	$(PY) manage.py rundramatiq --processes 1 --threads 1 --queues $(QUEUES)
 
@@ -42,6 +42,11 @@ lint: $(STAMP)
 
 chromium:
 	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+# The sandbox of every job (runner/sandbox): bubblewrap, and libseccomp for its filter.
+bubblewrap:
+	@{ command -v bwrap >/dev/null && /sbin/ldconfig -p | grep -q 'libseccomp\.so\.2 '; } || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap libseccomp2)
 
 define CHECK_DB
 import os, sys
@@ -69,7 +74,7 @@ testdb: $(STAMP)
 	@DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" $(PY) -c "$$CHECK_DB"
 
 # pytest's exit status 5 means it collected no test: that is a failure here, said loudly.
-test: $(STAMP) chromium testdb
+test: $(STAMP) chromium bubblewrap testdb
 	@export DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}"; \
 	$(VENV)/bin/pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: FAILED: pytest collected no tests (exit status 5)" >&2; exit 1; fi; \

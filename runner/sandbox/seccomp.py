@@ -124,7 +124,8 @@ class _ArgCmp(ctypes.Structure):
 
 @functools.lru_cache(maxsize=1)
 def _libseccomp() -> ctypes.CDLL:
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    # KERNELOPT_LIBSECCOMP: a libseccomp.so.2 unpacked from a .deb on a node without it
+    name = os.environ.get("KERNELOPT_LIBSECCOMP") or ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
     except OSError as exc:
