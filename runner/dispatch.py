@@ -112,13 +112,14 @@ def requeue_stale(
 def _remove_left_behind() -> list[str]:
     """This host's run directories and job cgroups whose worker is gone (never raises).
 
-    Directories changed in the last ten minutes stay whatever the stale period: a loop makes
-    its directory a moment before its first job claims it.
+    Only directories unchanged for an hour go, whatever the stale period: a loop makes its
+    directory a moment before its first job claims it, and a worker of an older version
+    claims none (it changes its directory at least every round).
     """
     from runner.sandbox import cgroups, workdirs
 
     try:
-        removed = workdirs.sweep_run_dirs(grace_s=600.0)
+        removed = workdirs.sweep_run_dirs(grace_s=3600.0)
         cgroups.sweep()
     except OSError:
         logger.warning("sweeping the run directories failed", exc_info=True)

@@ -152,7 +152,9 @@ class Limits:
     cpu_s: float | None = None  # None: 4 x wall + 10 (torch and the interpreter use several threads)
     address_space_bytes: int | None = 8 * GiB  # per process, applied on cpu only (module docstring)
     memory_bytes: int | None = 8 * GiB  # the whole job's memory (cgroup); None: no cap
-    pids: int = 1024  # the whole job's tasks, threads included (cgroup pids, else RLIMIT_NPROC of its uid)
+    # the whole job's tasks, threads included (cgroup pids, else RLIMIT_NPROC of its uid); torch
+    # starts a thread per core, so a 128-core node needs more than a laptop
+    pids: int = max(1024, 8 * (os.cpu_count() or 1))
     nofile: int = 1024
     fsize_bytes: int = 1 * GiB
     stdout_bytes: int = 64 * MiB

@@ -22,8 +22,8 @@ try:
             except OSError:
                 continue
             if match:
-                mem.seek(start + match.start())
-                mem.write(b"PWNED-BY-HOSTILE")
+                mem.seek(start + match.start() + 16)  # the secret after its prefix
+                mem.write(b"0" * 32)
                 report["written"] = True
                 break
 except OSError as exc:

@@ -195,12 +195,16 @@ class Listener:
 # A process that stands for the worker: the secrets in its environment since its exec (what
 # /proc/<pid>/environ shows), a canary in its memory, and an answer to "is it intact?".
 DECOY = """
-import sys, uuid
-canary = bytearray(bytes(reversed(b"-YRANACMEMREKROW")) + uuid.uuid4().hex.encode())
-original = bytes(canary)
+import hashlib, sys, uuid
+# one contiguous copy of the canary in memory (a temporary with the same bytes would be a
+# second place for a write to land): the prefix and the hex filled into it in place
+canary = bytearray(48)
+canary[:16] = bytes(reversed(b"-YRANACMEMREKROW"))
+canary[16:] = uuid.uuid4().hex.encode()
+digest = hashlib.sha256(canary).digest()
 print("ready", flush=True)
 for _ in sys.stdin:
-    print("intact" if bytes(canary) == original else "changed", flush=True)
+    print("intact" if hashlib.sha256(canary).digest() == digest else "changed", flush=True)
 """
 
 
