@@ -14,13 +14,16 @@ the request. What holds, in order of the process chain:
   unprivileged uid in the host's sense, so a root-owned 0600 file is unreadable even where one
   is visible. Capabilities: none (effective, permitted, inheritable, ambient and bounding sets
   empty), no_new_privs set, a seccomp filter (`seccomp`: no ptrace, setns, unshare, mount,
-  kernel modules, bpf, keyring, sockets other than AF_UNIX...). The response's `user` and
+  kernel modules, bpf, keyring, sockets other than AF_UNIX...; AF_UNIX reaches nothing: no
+  host socket file is in the job's file system, and abstract sockets belong to its network
+  namespace). The response's `user` and
   `seccomp` say what the child's own /proc/self/status showed before it ran anything.
   Why bubblewrap as root without a user namespace: started as root with `--unshare-user
   --uid N` it maps the job to the outer root (files of root stay readable); started as the
   unprivileged uid it cannot reach what must be bound in (pyenv's interpreter under /root,
-  the per-run directories, mode 0700) and would need unprivileged user namespaces on every
-  node. So bubblewrap (a kept tool) does namespaces, mounts and the seccomp install as root,
+  the per-run directories, mode 0700; bubblewrap 0.8's `--ro-bind-fd` resolves the path of
+  the descriptor again and fails the same way) and would need unprivileged user namespaces
+  on every node. So bubblewrap (a kept tool) does namespaces, mounts and the seccomp install as root,
   and a twenty-line step inside switches to the slot's uid before the child starts. A worker
   that is not root runs bubblewrap in a user namespace of its own instead; the child then has
   the worker's uid, no capability, and `user` says so.
@@ -60,8 +63,9 @@ the request. What holds, in order of the process chain:
 `KERNELOPT_SANDBOX=none` runs the child without bubblewrap (development only: every field
 then says `not isolated`); a missing bubblewrap is a `sandbox_error`, never a silent fallback.
 
-What it does not isolate: the GPU itself (another job's device memory on a shared device;
-device memory is capped by the device, not by the cgroup), the run's Triton cache between the
+What it does not isolate: the GPU itself (every /dev/nvidia* of the node is bound in, so a
+job may open a GPU that CUDA_VISIBLE_DEVICES hides; another job's device memory on a shared
+device; device memory is capped by the device, not by the cgroup), the run's Triton cache between the
 jobs of that run (they share it read-write), CPU time shares beyond RLIMIT_CPU (no cpu
 controller), and kernel bugs reachable through the syscalls the filter allows.
 
