@@ -55,9 +55,10 @@ PATH_VARIABLES = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "TOO
                   "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH",
                   "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
                   "TRITON_LIBCUDA_PATH", "PATH")  # fmt: skip
+# What CUDA opens (the GPUs, the control and unified-memory devices, the MIG capability files)
+# and Ascend's equivalents; no display (nvidia-modeset, dri) devices.
 DEVICE_FILES = {
-    "cuda": ("/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-             "/dev/nvidia-modeset", "/dev/nvidia-caps", "/dev/dri"),
+    "cuda": ("/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-caps"),
     "npu": ("/dev/davinci[0-9]*", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
 }  # fmt: skip
 # /sys for a device job (KERNELOPT_SANDBOX_SYS=devices, the default on cuda and npu): the

@@ -529,3 +529,76 @@ def test_a_slot_is_held_by_one_job_at_a_time() -> None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         finally:
             os.close(fd)
+
+
+# ---------------------------------------------------------------- the bubblewrap command line
+
+
+def _binds(device: str, sys_mode: str, env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(the arguments, destination -> the option that put it there) of one job's command."""
+    from runner.sandbox import bwrap
+
+    interp = bwrap.Interpreter(sys.executable, (sys.prefix, sys.base_prefix))
+    cmd = bwrap.build(
+        bwrap="/usr/bin/bwrap", device=device, interp=interp, home="/tmp/kernelopt-job-x/home",
+        cache="/tmp/kernelopt-loop-y/triton-cache", files=[str(MODULES / "correct_add.py")], uid=2000000001,
+        gid=2000000001, pid_namespace=True, seccomp_fd=None, env=env or {"PATH": "/usr/bin"}, sys_mode=sys_mode,
+    )  # fmt: skip
+    cmd.close()
+    dests: dict[str, str] = {}
+    args = cmd.args
+    for i, arg in enumerate(args):
+        if arg in ("--ro-bind", "--bind", "--dev-bind", "--symlink"):
+            dests[args[i + 2]] = arg
+        elif arg in ("--tmpfs", "--dir", "--proc", "--dev", "--ro-bind-data"):
+            dests[args[i + 2] if arg == "--ro-bind-data" else args[i + 1]] = arg
+    return args, dests
+
+
+@pytest.mark.parametrize(
+    ("device", "sys_mode", "bound", "not_bound"),
+    [
+        pytest.param("cpu", "none", [], ["/sys", "/sys/devices"], id="cpu-no-sys"),
+        pytest.param("cuda", "devices", ["/sys/devices", "/sys/bus", "/sys/module"], ["/sys", "/sys/fs", "/sys/kernel"],
+                     id="cuda-device-model-only"),
+        pytest.param("cuda", "all", ["/sys"], [], id="cuda-all-of-sys"),
+    ],
+)  # fmt: skip
+def test_sys_is_bound_only_for_a_device_job(
+    device: str, sys_mode: str, bound: list[str], not_bound: list[str]
+) -> None:
+    _, dests = _binds(device, sys_mode)
+    for path in bound:
+        assert dests.get(path) == "--ro-bind", path
+    for path in not_bound:
+        assert dests.get(path) in (None, "--dir"), path  # at most an empty parent of a bind
+
+
+def test_the_command_binds_no_home_state_or_project_root() -> None:
+    # directories that exist (a missing one would not be bound anyway)
+    env = {"PATH": f"/root:/home:/var/lib:/srv:{ROOT}:/usr/bin", "LD_LIBRARY_PATH": "/run"}
+    args, dests = _binds("cpu", "none", env)
+    for dest, option in dests.items():
+        if option in ("--ro-bind", "--bind"):
+            assert not dest.startswith(("/home", "/var", "/run", "/srv")) and dest != "/root", dest
+            assert dest != str(ROOT) and not dest.startswith(str(ROOT / "var")), dest
+    assert (
+        dests["/tmp/kernelopt-job-x/home"] == "--bind"
+        and dests["/tmp/kernelopt-loop-y/triton-cache"] == "--bind"
+    )
+    assert dests[str(MODULES / "correct_add.py")] == "--ro-bind-data"  # a copy, read-only
+    assert dests["/etc/passwd"] == "--ro-bind-data" and "/etc/shadow" not in dests
+    # the tmpfs first: what is bound below /tmp comes after it; parents are made 0755
+    assert args.index("/tmp") < args.index("/tmp/kernelopt-job-x/home")
+    made = [args[i + 3] for i, a in enumerate(args) if a == "--perms" and args[i + 2] == "--dir"]
+    assert "/tmp/kernelopt-loop-y" in made and all(args[args.index(p) - 2] == "0755" for p in made)
+
+
+def test_a_cuda_job_gets_the_nvidia_device_files_only() -> None:
+    import glob
+
+    _, dests = _binds("cuda", "devices")
+    nvidia = {p for p in glob.glob("/dev/nvidia*") if not p.startswith("/dev/nvidia-modeset")}
+    assert {d for d, option in dests.items() if option == "--dev-bind"} == nvidia
+    _, on_cpu = _binds("cpu", "none")
+    assert not [d for d, option in on_cpu.items() if option == "--dev-bind"]
