@@ -18,7 +18,7 @@ ASCEND_VENV := .venv-ascend
 ASCEND_PY := $(ASCEND_VENV)/bin/python
 ASCEND_STAMP := $(ASCEND_VENV)/.kernelopt-ascend-installed
 
-.PHONY: install ascend run worker test lint chromium testdb
+.PHONY: install ascend run worker test lint chromium bubblewrap testdb
 
 install: $(STAMP)
 
@@ -43,7 +43,7 @@ $(ASCEND_STAMP): constraints-ascend.txt
 		-c constraints-ascend.txt torch-npu
 	@touch $@
 
-run: $(STAMP)
+run: $(STAMP) bubblewrap
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py loaddemo --address http://$(ADDRESS)/
@@ -53,7 +53,7 @@ run: $(STAMP)
 
 # A separate worker for the queues in QUEUES; needs a real broker (BROKER_URL=amqp://... or redis://...)
 # and the same DATABASE_URL as the web process.
-worker: $(STAMP)
+worker: $(STAMP) bubblewrap
 	@if [ -z "$${BROKER_URL:-}" ]; then echo "make worker: set BROKER_URL (amqp://guest:guest@127.0.0.1:5672/ or redis://127.0.0.1:6379/0); without it the web process runs the embedded worker" >&2; exit 2; fi
 	$(PY) manage.py rundramatiq --processes 1 --threads 1 --queues $(QUEUES)
 
@@ -62,6 +62,11 @@ lint: $(STAMP)
 
 chromium:
 	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+# The sandbox of every job (runner/sandbox): bubblewrap, and libseccomp for its filter.
+bubblewrap:
+	@{ command -v bwrap >/dev/null && /sbin/ldconfig -p | grep -q 'libseccomp\.so\.2 '; } || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap libseccomp2)
 
 define CHECK_DB
 import os, sys
@@ -92,7 +97,7 @@ testdb: $(STAMP)
 # The Ascend tests run the sandbox child under .venv-ascend (npu-target compile jobs).
 test: export KERNELOPT_PYTHON_NPU := $(CURDIR)/$(ASCEND_PY)
 test: export KERNELOPT_ASCEND_PYTHON := $(CURDIR)/$(ASCEND_PY)
-test: $(STAMP) $(ASCEND_STAMP) chromium testdb
+test: $(STAMP) $(ASCEND_STAMP) chromium bubblewrap testdb
 	@export DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}"; \
 	$(VENV)/bin/pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: FAILED: pytest collected no tests (exit status 5)" >&2; exit 1; fi; \

@@ -8,7 +8,9 @@ accelerator image and never touches Django, the database, the broker or the netw
 network) are set by `runner.sandbox`, which starts it.
 
 For ncu, which must start the program it profiles, `--request PATH --response PATH` read and
-write files instead of stdin/stdout.
+write files instead of stdin/stdout. `--phase-fd N` is the sandbox's phase pipe: the child says
+there when the module's import and its get_inputs()-style calls start and end, and the parent
+kills a job that hangs in one (runner.sandbox: `Limits.quick_s`).
 
 Jobs: validate, capture, verify, time, profile, compile (the last dispatched to
 `runner.childlib.compile.compile_job`, imported only when asked for).
@@ -26,7 +28,7 @@ from typing import Any
 
 from diagnosis.engine import devices
 from runner.childlib.hostile import load, numel_of, protect_stdout, seeded_inputs, user_call, write_all
-from runner.childlib.phases import phase, snapshot
+from runner.childlib.phases import phase, report_to, snapshot, watched
 from runner.errors import JobFailed, RunnerError, classify_exception
 from runner.protocol import JobError, JobRequest, JobResponse
 
@@ -41,8 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runner.child", description=__doc__.splitlines()[0])
     parser.add_argument("--request", help="read the request from this file instead of stdin")
     parser.add_argument("--response", help="write the response to this file instead of stdout")
+    parser.add_argument("--phase-fd", type=int, help="announce the phases with a quick deadline here")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.phase_fd is not None:
+        os.set_inheritable(args.phase_fd, False)  # the module's subprocesses get no copy
+        report_to(args.phase_fd)
     if args.request:
         with open(args.request, encoding="utf-8") as fh:
             text = fh.read()
@@ -119,7 +125,7 @@ def run(req: JobRequest) -> dict[str, Any]:
 
     from runner.backends import get_backend
 
-    with phase("load"):
+    with phase("load"), watched("import"):
         module = load(req.module, "kernelopt_parent")
     if req.job == "validate":  # needs no device: builds on cpu, runs nothing
         return validate_job(req, module)
@@ -132,7 +138,7 @@ def run(req: JobRequest) -> dict[str, Any]:
         from runner.childlib.profiling import profile_job
 
         return profile_job(req, backend, module)
-    with phase("load"):
+    with phase("load"), watched("import"):
         candidate = load(req.candidate, "kernelopt_candidate") if req.candidate else None
     if req.job == "verify":
         from runner.childlib.verify import verify_job

@@ -15,6 +15,10 @@ without one. `requeue_stale` is the safety net, run by every worker periodically
 
 Every change is a conditional update on the state just read, so several sweepers running at
 once re-send a run once.
+
+The sweep also removes what a dead worker left on this host: the per-run and per-job
+directories under the temporary directory that no live process holds any more, and the
+job cgroups of processes that are gone (`runner.sandbox.workdirs`, `runner.sandbox.cgroups`).
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ class SweepReport:
     requeued: list[int] = field(default_factory=list)  # running -> queued, sent again
     failed: list[int] = field(default_factory=list)  # running -> failed: out of attempts
     resent: list[int] = field(default_factory=list)  # queued, sent again
+    removed_dirs: list[str] = field(default_factory=list)  # run/job directories of dead workers
 
     def __bool__(self) -> bool:
-        return bool(self.requeued or self.failed or self.resent)
+        return bool(self.requeued or self.failed or self.resent or self.removed_dirs)
 
 
 def requeue_stale(
@@ -96,11 +101,30 @@ def requeue_stale(
         ):
             enqueue_run(run_id, device)
             report.resent.append(run_id)
-    if report:
+    report.removed_dirs = _remove_left_behind()
+    if report.requeued or report.failed or report.resent:
         logger.warning(
             "stale runs: requeued %s, failed %s, resent %s", report.requeued, report.failed, report.resent
         )
     return report
+
+
+def _remove_left_behind() -> list[str]:
+    """This host's run directories and job cgroups whose worker is gone (never raises).
+
+    Only directories unchanged for an hour go, whatever the stale period: a loop makes its
+    directory a moment before its first job claims it, and a worker of an older version
+    claims none (it changes its directory at least every round).
+    """
+    from runner.sandbox import cgroups, workdirs
+
+    try:
+        removed = workdirs.sweep_run_dirs(grace_s=3600.0)
+        cgroups.sweep()
+    except OSError:
+        logger.warning("sweeping the run directories failed", exc_info=True)
+        return []
+    return removed
 
 
 def _requeue_lost(run_id: int, heartbeat: datetime | None, now: datetime, report: SweepReport) -> None:

@@ -26,6 +26,11 @@ import dramatiq
 
 from diagnosis.engine import devices
 from runner import pipeline
+from runner.sandbox import make_non_dumpable
+
+# A process that runs these actors holds the database and broker credentials: no job (nor any
+# other process of its uid) may read its /proc/<pid>/environ or mem, or ptrace it.
+make_non_dumpable()
 
 # A whole run (up to the round budget of rounds) runs in one message; each sandboxed job has
 # its own much shorter limit, so this only catches a wedged worker thread.

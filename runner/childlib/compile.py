@@ -39,6 +39,7 @@ import triton
 from runner.childlib import module as modlib
 from runner.childlib.hostile import load, user_call
 from runner.childlib.launches import Launch, parse_target, record_launches
+from runner.childlib.phases import watched
 from runner.errors import JobFailed
 from runner.protocol import JobRequest
 
@@ -80,7 +81,8 @@ def compile_job(request: JobRequest) -> dict[str, Any]:
     _check_toolchain(target, request.target)
     notes: list[str] = []
 
-    module = load(path, f"kernelopt_compile_{next(_module_ids)}")
+    with watched("import"):
+        module = load(path, f"kernelopt_compile_{next(_module_ids)}")
     launches = _capture(module, request, options, target, notes)
     t_capture = time.perf_counter() - t0
 
@@ -135,14 +137,16 @@ def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes
 
     paths = [module.__file__]
     if options.get("inputs") == "verify":
-        verify = user_call(lambda: modlib.verify_cases(module), what="get_verify_inputs()", paths=paths)
+        with watched("inputs"):
+            verify = user_call(lambda: modlib.verify_cases(module), what="get_verify_inputs()", paths=paths)
         if not verify:
             raise JobFailed("bad_inputs", "options.inputs='verify' but the module has no get_verify_inputs()")
         cases = [(None, verify[0])]
     else:
-        all_cases = user_call(
-            lambda: modlib.input_cases(module), what="get_input_cases()/get_inputs()", paths=paths
-        )
+        with watched("inputs"):
+            all_cases = user_call(
+                lambda: modlib.input_cases(module), what="get_input_cases()/get_inputs()", paths=paths
+            )
         indices = request.cases if request.cases else [0]
         bad = [i for i in indices if not 0 <= i < len(all_cases)]
         if bad:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from runner.childlib.module import ModuleLoadError, input_cases, load_module, verify_cases
+from runner.childlib.phases import watched
 from runner.errors import JobFailed, classify_exception
 
 # ---------------------------------------------------------------- stdout
@@ -169,10 +170,11 @@ def draw_device(backend: Any) -> str | None:
 
 
 def _draw(module: types.ModuleType, seed: int, paths: Sequence[str]) -> tuple[list[list], list[list]]:
-    seed_all(seed)
-    timed = user_call(lambda: input_cases(module), what="get_input_cases()/get_inputs()", paths=paths)
-    seed_all(seed)
-    extra = user_call(lambda: verify_cases(module), what="get_verify_inputs()", paths=paths)
+    with watched("inputs"):  # a hang here is answered early by the sandbox
+        seed_all(seed)
+        timed = user_call(lambda: input_cases(module), what="get_input_cases()/get_inputs()", paths=paths)
+        seed_all(seed)
+        extra = user_call(lambda: verify_cases(module), what="get_verify_inputs()", paths=paths)
     return timed, extra
 
 

@@ -10,6 +10,7 @@ the same process and could change these figures: they serve cost accounting, nev
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,3 +29,38 @@ def phase(name: str) -> Iterator[None]:
 
 def snapshot() -> dict[str, float]:
     return {name: round(seconds, 3) for name, seconds in _totals.items()}
+
+
+# ---------------------------------------------------------------- deadlines the parent enforces
+
+_report_fd: int | None = None
+
+
+def report_to(fd: int | None) -> None:
+    """Announce `watched` phases on `fd` (the sandbox's phase pipe); None: announce nothing."""
+    global _report_fd
+    _report_fd = fd
+
+
+def _announce(line: str) -> None:
+    if _report_fd is None:
+        return
+    try:
+        os.write(_report_fd, line.encode("ascii") + b"\n")
+    except OSError:  # the parent stopped listening: the wall clock still holds
+        pass
+
+
+@contextmanager
+def watched(name: str) -> Iterator[None]:
+    """Tell the parent that user code enters phase `name` (`import`, `inputs`) and leaves it.
+
+    The parent (runner.sandbox) kills the job when such a phase runs past its quick deadline;
+    the deadline is kept there, not here, where the user's code could change it. Not counted
+    in the phase seconds.
+    """
+    _announce(f"enter {name}")
+    try:
+        yield
+    finally:
+        _announce(f"leave {name}")

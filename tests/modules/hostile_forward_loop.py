@@ -1,15 +1,17 @@
 """Hostile: forward spins forever after starting a grandchild (the whole group must die)."""
 
+import os
 import subprocess
 import sys
+import time
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-# The grandchild reports its pid as the worker's /proc sees it (the child may be in a PID namespace).
-SLEEPER = "import os, time\nprint(os.readlink('/proc/self'), flush=True)\ntime.sleep(300)\n"
+# Found on the host by the token in its command line (the job may have a PID namespace).
+SLEEPER = "import time\nprint('started', flush=True)\ntime.sleep(300)\n"
 
 
 @triton.jit
@@ -25,8 +27,12 @@ class Model(nn.Module):
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        child = subprocess.Popen([sys.executable, "-S", "-c", SLEEPER], stdout=subprocess.PIPE, text=True)
-        print(f"GRANDCHILD_PID={child.stdout.readline().strip()}", file=sys.stderr, flush=True)
+        token = f"kernelopt-grandchild-{os.getpid()}-{time.time_ns()}"
+        child = subprocess.Popen(
+            [sys.executable, "-S", "-c", SLEEPER, token], stdout=subprocess.PIPE, text=True
+        )
+        child.stdout.readline()
+        print(f"GRANDCHILD_TOKEN={token}", file=sys.stderr, flush=True)
         while True:
             pass
 

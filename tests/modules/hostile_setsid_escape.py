@@ -1,15 +1,16 @@
 """Hostile: leaves behind a grandchild in its own session (out of reach of the group kill)."""
 
+import os
 import subprocess
 import sys
+import time
 
-CODE = (
-    "import os, sys, time\n"
-    "print(os.readlink('/proc/self'), flush=True)\n"  # the pid as the worker's /proc sees it
-    "time.sleep(300)\n"
-)
+# Found on the host by the token in its command line (the job may have a PID namespace).
+TOKEN = f"kernelopt-grandchild-{os.getpid()}-{time.time_ns()}"
+CODE = "import time\nprint('started', flush=True)\ntime.sleep(300)\n"
 escaped = subprocess.Popen(
-    [sys.executable, "-c", CODE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    [sys.executable, "-c", CODE, TOKEN], stdout=subprocess.PIPE, text=True, start_new_session=True
 )
-print(f"ESCAPED_PID={escaped.stdout.readline().strip()}", file=sys.stderr, flush=True)
+escaped.stdout.readline()
+print(f"GRANDCHILD_TOKEN={TOKEN}", file=sys.stderr, flush=True)
 raise RuntimeError("left a grandchild behind")

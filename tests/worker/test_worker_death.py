@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -26,6 +27,7 @@ from diagnosis.models import DiagnosisRun, Finding, KernelVersion, Proposal, Rou
 from runner import pipeline
 from runner.dispatch import enqueue_run
 from tests.conftest import GOOD_SOURCE
+from tests.runner import procs
 from tests.worker.conftest import drain
 from tests.worker.fakes import ScriptedLoop
 
@@ -47,13 +49,15 @@ def database_url() -> str:
     return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-def start_worker_process(queue_prefix: str, *, scripted: bool) -> subprocess.Popen:
+def start_worker_process(queue_prefix: str, *, scripted: bool, bind: Path | None = None) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
         "KERNELOPT_STALE_RUN_SECONDS": "10",  # its heartbeat every 2 s
         "PYTHONPATH": str(ROOT),
     }
+    if bind is not None:
+        env["KERNELOPT_SANDBOX_BIND"] = str(bind)  # read-only in the worker's sandboxed jobs
     if scripted:
         env["KERNELOPT_TEST_SCRIPTED_LOOP"] = "block"
     return subprocess.Popen(
@@ -156,12 +160,15 @@ def test_a_worker_killed_while_its_child_runs_user_code_loses_nothing(
     run, broker, queue_prefix, settings, tmp_path
 ) -> None:
     """The real loop and sandbox: the worker dies while its child is inside ModelNew.forward."""
-    entered, hold = tmp_path / "entered", tmp_path / "hold"
+    # The sandboxed child can write nothing the test sees and the test's directory is bound into
+    # it read-only, so: it starts a process with a token in its command line when it enters
+    # forward (found on the host), and waits while `hold` exists.
+    token, hold = f"kernelopt-entered-{uuid.uuid4().hex}", tmp_path / "hold"
     hold.touch()
     slow = GOOD_SOURCE.replace(
         "        out = torch.empty_like(x)\n",
-        "        import os, time\n"
-        f"        open({str(entered)!r}, 'w').close()\n"
+        "        import os, subprocess, sys, time\n"
+        f"        subprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(300)', {token!r}])\n"
         f"        while os.path.exists({str(hold)!r}):  # held by the test, released after the kill\n"
         "            time.sleep(0.05)\n"
         "        out = torch.empty_like(x)\n",
@@ -171,12 +178,14 @@ def test_a_worker_killed_while_its_child_runs_user_code_loses_nothing(
     DiagnosisRun.objects.filter(id=run.id).update(round_budget=1)
 
     try:
-        with reaped(start_worker_process(queue_prefix, scripted=False)) as proc:
+        with reaped(start_worker_process(queue_prefix, scripted=False, bind=tmp_path)) as proc:
             enqueue_run(run.id, "cpu")
-            wait_for(entered.exists, "the sandboxed child to enter ModelNew.forward")
+            wait_for(lambda: bool(procs.living(token)), "the sandboxed child to enter ModelNew.forward")
             kill_and_requeue(run, proc, settings)
+            # the job dies with its worker (its PID namespace goes with the worker's death)
+            assert procs.gone(token, timeout=10)
     finally:
-        hold.unlink()  # the orphaned child (its own session) finishes and exits on its own
+        hold.unlink()
 
     finish_with_a_fresh_worker(broker)
 
