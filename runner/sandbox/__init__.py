@@ -456,6 +456,7 @@ class _Job:
                 bwrap=tool, device=request.device, interp=interp, home=str(self.home), cache=str(self.cache),
                 files=files, uid=self.slot.uid if self.slot else None, gid=self.slot.gid if self.slot else None,
                 pid_namespace=pid_ns, seccomp_fd=seccomp_fd, env=env, sys_mode=sys_mode(request.device),
+                tools=bwrap.ncu_paths() if allow_inet else (),
             )  # fmt: skip
             self.stack.callback(command.close)
             pass_fds += command.fds

@@ -66,6 +66,11 @@ DEVICE_FILES = {
 # parameters), not /sys/fs (cgroups), /sys/kernel or /sys/firmware.
 SYS_DEVICES = ("/sys/devices", "/sys/bus", "/sys/class", "/sys/module", "/sys/dev")
 TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Where Nsight Compute lives besides the `ncu` launcher on PATH: on the H200 image `ncu` is
+# /usr/local/cuda-13.0/bin/ncu, which looks for its nsight-compute directory under the toolkit
+# or /opt/nvidia ("nsight-compute directory is not found under /usr/local/cuda-13.0/bin/../ or
+# /opt/nvidia" inside a sandbox that bound /usr alone).
+NCU_HOMES = ("/opt/nvidia",)
 
 
 class SandboxSetupError(Exception):
@@ -113,6 +118,20 @@ def interpreter(python: str) -> Interpreter:
         if os.path.realpath(prefix) in ("/", str(ROOT)):
             raise SandboxSetupError(f"the interpreter's prefix {prefix} would expose the whole tree")
     return Interpreter(python, tuple(dict.fromkeys(prefixes)))
+
+
+def ncu_paths() -> list[str]:
+    """What a profile job with hardware counters reads besides /usr: the install directory of the
+    `ncu` on PATH (resolved through links) and Nsight Compute's own homes, where they exist."""
+    found = []
+    launcher = shutil.which("ncu")
+    if launcher:
+        real = os.path.realpath(launcher)
+        found.append(os.path.dirname(os.path.dirname(real)))  # <install>/bin/ncu -> <install>
+        toolkit = os.path.dirname(os.path.dirname(launcher))
+        found += [os.path.realpath(p) for p in glob.glob(os.path.join(toolkit, "nsight-compute*"))]
+    found += [p for p in NCU_HOMES if os.path.isdir(p)]
+    return [p for p in dict.fromkeys(found) if os.path.isdir(p) and not _under(p, FORBIDDEN) and p != "/"]
 
 
 def _under(path: str, parents: Iterable[str]) -> bool:
@@ -224,6 +243,7 @@ def build(
     seccomp_fd: int | None,
     env: Mapping[str, str],
     sys_mode: str,
+    tools: Iterable[str] = (),
 ) -> Command:
     """The bubblewrap arguments (up to, not including, `--` and the command)."""
     cmd = Command([bwrap])
@@ -266,6 +286,8 @@ def build(
         for path in os.environ.get(name, "").split(os.pathsep):
             if path:
                 cmd.ro(os.path.abspath(path))
+    for path in tools:
+        cmd.ro(path)
     for rel in PROJECT_PATHS:
         cmd.ro(str(ROOT / rel))
     for pattern in DEVICE_FILES.get(device, ()):

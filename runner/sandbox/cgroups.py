@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PREFIX = "kernelopt-job-"
+# the jobs' parent under a cgroup v2 root when the worker's own cgroup cannot delegate
+FALLBACK = "/kernelopt-jobs"
 GiB = 1 << 30
 
 
@@ -118,7 +120,22 @@ class JobCgroup:
                 continue
             parent = hierarchy.mount / (base or hierarchy.own).lstrip("/")
             if hierarchy.version == 2:
-                wanted = group._enable_v2(parent, wanted, reasons)
+                enabled = group._enable_v2(parent, wanted, reasons)
+                if enabled != wanted and not base:
+                    # The worker's own cgroup holds processes, so it cannot have controlled
+                    # children (EBUSY). A cgroup of our own under the hierarchy's root is empty
+                    # and can: the root is exempt from the "no internal processes" rule.
+                    fallback = hierarchy.mount / FALLBACK.lstrip("/")
+                    try:
+                        fallback.mkdir(mode=0o755, exist_ok=True)
+                    except OSError as exc:
+                        for c in wanted - enabled:
+                            reasons[c] += f"; cannot create {fallback} ({exc.strerror})"
+                    else:
+                        retry = group._enable_v2(fallback, wanted, reasons, root=hierarchy.mount)
+                        if retry == wanted:
+                            parent, enabled = fallback, retry
+                wanted = enabled
                 if not wanted:
                     continue
             path = parent / name
@@ -153,8 +170,18 @@ class JobCgroup:
         return group
 
     @staticmethod
-    def _enable_v2(parent: Path, wanted: set[str], reasons: dict[str, str]) -> set[str]:
-        """The controllers of `wanted` that children of `parent` can have (enabling them if need be)."""
+    def _enable_v2(
+        parent: Path, wanted: set[str], reasons: dict[str, str], root: Path | None = None
+    ) -> set[str]:
+        """The controllers of `wanted` that children of `parent` can have (enabling them if need be;
+        with `root`, first in the root's subtree_control, so that `parent` has them at all)."""
+        if root is not None:
+            try:
+                _write(root / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
+            except OSError as exc:
+                for c in wanted:
+                    reasons[c] = f"cgroup v2: cannot enable {c} under {root} ({exc.strerror})"
+                return set()
         try:
             enabled = set((parent / "cgroup.subtree_control").read_text().split())
         except OSError as exc:
@@ -287,11 +314,15 @@ def sweep() -> list[str]:
     base = os.environ.get("KERNELOPT_SANDBOX_CGROUP", "").strip()
     removed: list[str] = []
     for hierarchy in _hierarchies():
-        parent = hierarchy.mount / (base or hierarchy.own).lstrip("/")
-        try:
-            entries = list(parent.iterdir())
-        except OSError:
-            continue
+        parents = [hierarchy.mount / (base or hierarchy.own).lstrip("/")]
+        if hierarchy.version == 2 and not base:
+            parents.append(hierarchy.mount / FALLBACK.lstrip("/"))
+        entries: list[Path] = []
+        for parent in parents:
+            try:
+                entries += list(parent.iterdir())
+            except OSError:
+                continue
         for path in entries:
             if not path.name.startswith(PREFIX) or not path.is_dir():
                 continue
