@@ -302,14 +302,6 @@ def test_patterns_say_how_often_each_fired_and_was_accepted(client, owner, team,
     assert "<dd data-accepted>1 time</dd>" in page
 
 
-def test_the_after_box_stays_inside_its_card(client, owner, team):
-    """The grid lets its columns shrink below a long line's width (min-width: 0 in review.css)."""
-    from pathlib import Path
-
-    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "review.css").read_text()
-    assert ".before-after > div { min-width: 0; }" in css
-
-
 # --- query counts ---------------------------------------------------------------------------------
 
 
