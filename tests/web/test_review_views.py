@@ -318,3 +318,16 @@ def test_the_queue_says_which_proposals_can_be_accepted(client, reviewer, propos
     client.force_login(reviewer)
     page = client.get(reverse("review-queue")).content.decode()
     assert 'data-acceptability="verified-faster"' in page and 'data-acceptability="untimed"' in page
+
+
+@pytest.mark.parametrize(
+    ("speedup", "words"),
+    [pytest.param(2.0, "2.00x faster", id="timed"), pytest.param(None, "not timed", id="untimed")],
+)
+def test_the_run_page_says_each_proposals_speed_in_words(client, owner, proposal, speedup, words):
+    _store(proposal, speedup=speedup)
+    client.force_login(owner)
+    page = client.get(reverse("run-detail", args=[proposal.round.run_id])).content.decode()
+    table = page[page.index("<th>Proposal</th>") :]
+    table = table[: table.index("</table>")]
+    assert f"<td>{words}</td>" in table and "×" not in table
