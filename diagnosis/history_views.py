@@ -82,7 +82,7 @@ class HistoryFilter(forms.Form):
         if "status" in self.fields:
             self.fields["status"].choices = [("", "any status"), *statuses]
 
-    def value(self, name: str):
+    def value(self, name: str) -> object:
         """The cleaned value of `name`; None when absent, empty or invalid (an invalid filter
         is shown with its error and not applied)."""
         if not self.is_bound or name not in self.fields:
