@@ -62,7 +62,7 @@ def get_kernel_for_user(user, pk: int) -> Kernel:
 
 def get_version_for_user(user, pk: int) -> KernelVersion:
     try:
-        return KernelVersion.objects.select_related("kernel__team").get(
+        return KernelVersion.objects.select_related("kernel__team", "parent", "created_by").get(
             pk=pk, kernel__team__in=visible_teams(user)
         )
     except KernelVersion.DoesNotExist:

@@ -1,4 +1,5 @@
-"""Forms: kernel upload (a new kernel, or a new version of one) and the review decision."""
+"""Forms: a run of a version (device, target, budget), kernel upload (a new kernel, or a new
+version of one, with its first run) and the review decision."""
 
 from __future__ import annotations
 
@@ -31,11 +32,62 @@ class UploadOutcome:
     reused_version: bool
 
 
-class UploadForm(forms.Form):
+class RunForm(forms.Form):
+    """Where and how to run a version: the device kind, the compile target, the round budget."""
+
+    device = forms.ChoiceField(label="Device kind")
+    target = forms.CharField(
+        max_length=40,
+        help_text="Compile target for the IR tiers, e.g. sm_90, sm_80, gfx942, npu:Ascend910B3.",
+        widget=forms.TextInput(attrs={"list": "target-suggestions"}),
+    )
+    round_budget = forms.IntegerField(min_value=1, max_value=MAX_ROUND_BUDGET, label="Round budget")
+
+    def __init__(self, user, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.target_suggestions = TARGET_SUGGESTIONS
+        devices = list(settings.KERNELOPT_DEVICES)
+        labels = dict(DiagnosisRun.Device.choices)
+        self.fields["device"].choices = [(d, labels.get(d, d)) for d in devices]
+        self.fields["device"].initial = devices[0] if devices else DiagnosisRun.Device.CPU
+        self.fields["target"].initial = settings.KERNELOPT_DEFAULT_ARCH
+        self.fields["round_budget"].initial = settings.KERNELOPT_ROUND_BUDGET
+
+    def clean_target(self) -> str:
+        target = self.cleaned_data["target"].strip()
+        if not _TARGET_RE.match(target):
+            raise forms.ValidationError("Use letters, digits and _ . : - only (e.g. sm_90, npu:Ascend910B3).")
+        return target
+
+    def queue(self, version: KernelVersion) -> DiagnosisRun:
+        """A queued run of `version`, sent to its device's queue once committed."""
+        with transaction.atomic():
+            return queue_run(version, self.cleaned_data, self.user)
+
+
+def queue_run(version: KernelVersion, data: dict, user) -> DiagnosisRun:
+    """Create a queued run of `version` (`data`: device, target, round_budget) inside the
+    caller's transaction; it is sent to the broker only after the commit, so a worker never
+    looks for a row that is not there yet."""
+    run = DiagnosisRun.objects.create(
+        version=version,
+        device=data["device"],
+        target=data["target"],
+        round_budget=data["round_budget"],
+        requested_by=user,
+    )
+    transaction.on_commit(partial(enqueue_run, run.pk, run.device), robust=True)
+    return run
+
+
+class UploadForm(RunForm):
     """A kernel module as a file or pasted text, where it goes, and how to run it.
 
     With `kernel` given the upload is a new version of that kernel: name and team are fixed.
     """
+
+    field_order = ["file", "source", "name", "team", "device", "target", "round_budget"]
 
     file = forms.FileField(required=False, label="Kernel module (.py)")
     source = forms.CharField(
@@ -46,38 +98,17 @@ class UploadForm(forms.Form):
     )
     name = forms.CharField(max_length=200, required=False, help_text="Defaults to the file name.")
     team = forms.ModelChoiceField(queryset=None, empty_label=None)
-    device = forms.ChoiceField(label="Device kind")
-    target = forms.CharField(
-        max_length=40,
-        help_text="Compile target for the IR tiers, e.g. sm_90, sm_80, gfx942, npu:Ascend910B3.",
-        widget=forms.TextInput(attrs={"list": "target-suggestions"}),
-    )
-    round_budget = forms.IntegerField(min_value=1, max_value=MAX_ROUND_BUDGET, label="Round budget")
 
     def __init__(self, user, *args, kernel: Kernel | None = None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.user = user
+        super().__init__(user, *args, **kwargs)
         self.kernel = kernel
         self.validation: ValidationResult | None = None
-        self.target_suggestions = TARGET_SUGGESTIONS
         self.fields["team"].queryset = visible_teams(user)
-        devices = list(settings.KERNELOPT_DEVICES)
-        labels = dict(DiagnosisRun.Device.choices)
-        self.fields["device"].choices = [(d, labels.get(d, d)) for d in devices]
-        self.fields["device"].initial = devices[0] if devices else DiagnosisRun.Device.CPU
-        self.fields["target"].initial = settings.KERNELOPT_DEFAULT_ARCH
-        self.fields["round_budget"].initial = settings.KERNELOPT_ROUND_BUDGET
         if kernel is not None:
             del self.fields["name"]
             del self.fields["team"]
         elif len(self.fields["team"].queryset) == 1:
             self.fields["team"].initial = self.fields["team"].queryset[0]
-
-    def clean_target(self) -> str:
-        target = self.cleaned_data["target"].strip()
-        if not _TARGET_RE.match(target):
-            raise forms.ValidationError("Use letters, digits and _ . : - only (e.g. sm_90, npu:Ascend910B3).")
-        return target
 
     def clean(self) -> dict:
         cleaned = super().clean()
@@ -145,15 +176,7 @@ class UploadForm(forms.Form):
                     origin=KernelVersion.Origin.UPLOAD,
                     created_by=self.user,
                 )
-            run = DiagnosisRun.objects.create(
-                version=version,
-                device=data["device"],
-                target=data["target"],
-                round_budget=data["round_budget"],
-                requested_by=self.user,
-            )
-            # sent once the rows are committed, so a worker never looks for a run not there yet
-            transaction.on_commit(partial(enqueue_run, run.pk, run.device), robust=True)
+            run = queue_run(version, data, self.user)
         return UploadOutcome(kernel, version, run, created_kernel, reused)
 
 

@@ -248,6 +248,9 @@ class Proposal(models.Model):
     proposer = models.CharField(max_length=8)  # rules or llm
     family = models.CharField(max_length=32, blank=True)
     rationale = models.TextField(blank=True)
+    # mechanism, evidence, expected (diagnosis.engine.serialize.rationale_json); {} on rows
+    # stored before the parts were kept, whose page shows `rationale` whole
+    rationale_parts = models.JSONField(default=dict, blank=True)
     findings = models.ManyToManyField(Finding, related_name="proposals", blank=True)
     verification = models.JSONField(default=dict, blank=True)  # per case: correct, times, speedup, %SOL
     speedup = models.FloatField(null=True, blank=True)  # geomean over cases vs the parent

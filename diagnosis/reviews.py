@@ -1,7 +1,9 @@
 """Reviewers' decisions on proposals: accept (new version + pattern) or reject.
 
 Both are atomic and lock the proposal row, so a double submit or two reviewers deciding at
-once give exactly one decision; the second is refused with `DecisionRefused`.
+once give exactly one decision; the second is refused with `DecisionRefused`. Only a proposal
+verified correct and measured faster than its parent above the noise floor can be accepted
+(`acceptability`): the page offers no button for any other, and the accept is refused.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from diagnosis.engine import verdict as policy
 from diagnosis.engine.evidence import Finding as EngineFinding
 from diagnosis.engine.patterns import PatternSpec, distill_pattern
 from diagnosis.engine.proposers.base import unified_diff
-from diagnosis.engine.serialize import finding_from_json
+from diagnosis.engine.records import CandidateOutcome
+from diagnosis.engine.serialize import finding_from_json, verification_from_json
 from diagnosis.errors import DecisionRefused
 from diagnosis.forms import next_version_number
 from diagnosis.models import Kernel, KernelVersion, Pattern, Proposal, Review, Team
@@ -30,6 +34,55 @@ class Accepted:
     version: KernelVersion
     pattern: Pattern
     reused_version: bool = False
+
+
+@dataclass(frozen=True)
+class Acceptability:
+    """Whether a proposal may be accepted, and why not. `code` is stable (pages and tests
+    read it): verified-faster, not-pending, not-verified, incorrect, suspect, untimed,
+    not-faster."""
+
+    code: str
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.code == "verified-faster"
+
+
+def timing_verdict(outcome: CandidateOutcome) -> policy.TimingVerdict:
+    """The gate's verdict on a recorded outcome: each case against its own noise floor
+    (diagnosis.engine.verdict's rules, as the round loop applies them)."""
+    noise = outcome.case_noise or (outcome.noise,) * len(outcome.cases)
+    decisions = [
+        policy.decide_case(p, c.time_ms, max(f or policy.MIN_NOISE_FLOOR, policy.MIN_NOISE_FLOOR), c.sol_ms)
+        for c, p, f in zip(outcome.cases, outcome.parent_ms, noise, strict=False)
+    ]
+    if outcome.suspect:
+        return policy.TimingVerdict.SUSPECT
+    return policy.overall(outcome.correct, decisions)
+
+
+def acceptability(proposal: Proposal) -> Acceptability:
+    """May `proposal` be accepted? Pending, correct on every case, timed, and faster above
+    the noise floor; read from its verification through the one decoder."""
+    if proposal.status != Proposal.Status.PENDING:
+        return Acceptability("not-pending", f"it is {proposal.get_status_display()}")
+    outcome = verification_from_json(proposal.verification)
+    if outcome is None:
+        return Acceptability("not-verified", "it has not been verified yet")
+    if not outcome.correct:
+        return Acceptability("incorrect", "it failed verification")
+    verdict = timing_verdict(outcome)
+    if verdict is policy.TimingVerdict.SUSPECT:
+        return Acceptability("suspect", "a case timed below the speed-of-light bound, which a correct kernel cannot do")
+    if verdict is policy.TimingVerdict.UNTIMED or not outcome.timed:
+        return Acceptability(
+            "untimed", "it was checked for correctness only: its speed was not measured on this device"
+        )
+    if verdict is not policy.TimingVerdict.IMPROVED:
+        return Acceptability("not-faster", "it was not measured faster than its parent above the noise floor")
+    return Acceptability("verified-faster", "verified correct and measured faster than its parent")
 
 
 def _lock_pending(proposal: Proposal, reviewer) -> Proposal:
@@ -50,7 +103,8 @@ def _lock_pending(proposal: Proposal, reviewer) -> Proposal:
                 f"on {when}; a second decision is refused."
             )
         raise DecisionRefused(
-            f"Proposal {locked.pk} is {locked.get_status_display()}; only pending proposals can be decided."
+            f"Proposal {locked.pk} is {locked.get_status_display()}; only pending proposals can be decided.",
+            "not-pending",
         )
     return locked
 
@@ -62,8 +116,12 @@ def _sync(proposal: Proposal, locked: Proposal) -> None:
 
 @transaction.atomic
 def accept_proposal(proposal: Proposal, reviewer, comment: str = "") -> Accepted:
-    """Accept: a new KernelVersion from the proposal's source, a Review, and a team Pattern."""
+    """Accept: a new KernelVersion from the proposal's source, a Review, and a team Pattern.
+    Refused (DecisionRefused with the acceptability's code) unless verified correct and faster."""
     locked = _lock_pending(proposal, reviewer)
+    verdict = acceptability(locked)
+    if not verdict.ok:
+        raise DecisionRefused(f"Proposal {locked.pk} cannot be accepted: {verdict.reason}.", verdict.code)
     kernel = Kernel.objects.select_for_update().get(pk=locked.round.run.version.kernel_id)
     sha = KernelVersion.digest(locked.source)
     version = KernelVersion.objects.filter(kernel=kernel, sha256=sha).first()

@@ -1,5 +1,7 @@
-"""Pages: kernels, uploads, runs and their evidence, artefacts, proposals and their review, patterns.
+"""Pages: uploads, a version, runs and their evidence, artefacts, teams.
 
+The kernel list and history are in `diagnosis.history_views`, the code review in
+`diagnosis.review_views`, downloads and JSON in `diagnosis.api`.
 Function views (STYLE.md 7); each page is one template whose htmx fragments are
 `{% partialdef %}` blocks, rendered alone when htmx targets them (STYLE.md 8).
 """
@@ -14,20 +16,18 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
-from diagnosis import access
+from diagnosis import access, api
 from diagnosis.engine.evidence import ArtefactRef
-from diagnosis.engine.records import CandidateOutcome
-from diagnosis.engine.serialize import artefact_ref_from_json, verification_from_json
-from diagnosis.errors import DecisionRefused
-from diagnosis.forms import DecisionForm, UploadForm
-from diagnosis.models import Artefact, DiagnosisRun, Proposal, Review
-from diagnosis.reviews import accept_proposal, reject_proposal
+from diagnosis.engine.serialize import artefact_ref_from_json
+from diagnosis.forms import RunForm, UploadForm
+from diagnosis.models import Artefact, Proposal
 from diagnosis.templatetags.kernelopt import ARTEFACT_PAGE_LINES
 
 ARTEFACT_TRUNCATE_BYTES = 8 * 1024 * 1024  # beyond this the page shows the first part and a download link
@@ -38,35 +38,6 @@ def _fragment(request: HttpRequest, template: str, targets: dict[str, str]) -> s
     if request.htmx and request.htmx.target in targets:
         return f"{template}#{targets[request.htmx.target]}"
     return template
-
-
-# --- kernels -------------------------------------------------------------------------------
-
-
-@require_GET
-@login_required
-def kernel_list(request: HttpRequest) -> HttpResponse:
-    teams = list(access.visible_teams(request.user))
-    latest = DiagnosisRun.objects.filter(version__kernel=OuterRef("pk")).order_by("-created")
-    kernels = (
-        access.visible_kernels(request.user)
-        .select_related("team", "owner")
-        .annotate(
-            latest_run_id=Subquery(latest.values("pk")[:1]),
-            latest_status=Subquery(latest.values("status")[:1]),
-            latest_device=Subquery(latest.values("device")[:1]),
-            version_count=Count("versions", distinct=True),
-        )
-        .order_by("-created")
-    )
-    team_id = request.GET.get("team")
-    selected = None
-    if team_id and team_id.isdigit():
-        selected = next((t for t in teams if t.pk == int(team_id)), None)
-        if selected is not None:
-            kernels = kernels.filter(team=selected)
-    template = _fragment(request, "diagnosis/kernel_list.html", {"kernel-table": "kernel-table"})
-    return render(request, template, {"kernels": kernels, "teams": teams, "selected_team": selected})
 
 
 def _body_too_large(request: HttpRequest) -> HttpResponse | None:
@@ -129,37 +100,13 @@ def _upload_message(request: HttpRequest, outcome) -> None:
 
 @require_GET
 @login_required
-def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    kernel = access.get_kernel_for_user(request.user, pk)
-    versions = kernel.versions.select_related("created_by", "parent").annotate(run_count=Count("runs"))
-    runs = DiagnosisRun.objects.filter(version__kernel=kernel).select_related("version").order_by("-created")
-    proposals = (
-        Proposal.objects.filter(round__run__version__kernel=kernel)
-        .select_related("round__run", "parent_version")
-        .order_by("-created")[:50]
-    )
-    form = UploadForm(request.user, kernel=kernel)
-    return render(
-        request,
-        "diagnosis/kernel_detail.html",
-        {
-            "kernel": kernel,
-            "versions": versions,
-            "runs": runs,
-            "proposals": proposals,
-            "form": form,
-            "is_reviewer": access.is_reviewer(request.user, kernel.team),
-        },
-    )
-
-
-@require_GET
-@login_required
 def version_detail(request: HttpRequest, pk: int) -> HttpResponse:
     version = access.get_version_for_user(request.user, pk)
     runs = version.runs.order_by("-created")
     return render(
-        request, "diagnosis/version_detail.html", {"version": version, "kernel": version.kernel, "runs": runs}
+        request,
+        "diagnosis/version_detail.html",
+        {"version": version, "kernel": version.kernel, "runs": runs, "run_form": RunForm(request.user, prefix="run")},
     )
 
 
@@ -198,8 +145,11 @@ def _match_artefact(ref: ArtefactRef, by_kind: dict[str, list[Artefact]]) -> Art
 
 @require_GET
 @login_required
+@vary_on_headers("Accept")
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = access.get_run_for_user(request.user, pk)
+    if api.wants_json(request):
+        return api.run_json_response(run)
     rounds = list(run.rounds.prefetch_related("proposals").order_by("index"))
     if request.htmx and request.htmx.target == "run-status":
         # A poll that sees the run finish reloads the page, so findings and artefacts appear.
@@ -297,160 +247,6 @@ def artefact_raw(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-# --- proposals and reviews -----------------------------------------------------------------
-
-
-@dataclass
-class CaseRow:
-    label: str
-    correct: bool | None
-    parent_ms: float | None
-    candidate_ms: float | None
-    speedup: float | None
-    pct_sol: float | None
-    autotune_choice: str = ""  # the config @triton.autotune chose for this case
-    noise_floor_pct: float | None = None  # the spread of the parent's rounds (what "faster" must beat)
-    rounds: str = ""  # every timing round's median, parent then candidate
-
-
-def _rounds_text(rounds: tuple[tuple[float, ...], tuple[float, ...]] | None) -> str:
-    """'0.0349, 0.0351 | 0.0558, 0.0560': the parent's round medians, then the candidate's (ms)."""
-    if rounds is None:
-        return ""
-    candidate, parent = rounds
-
-    def side(values: tuple[float, ...]) -> str:
-        return ", ".join(f"{v:.4g}" for v in values) or "–"
-
-    return f"{side(parent)} | {side(candidate)}"
-
-
-def verification_rows(verification: object) -> tuple[list[CaseRow], dict[str, Any]]:
-    """Per-case rows from Proposal.verification (diagnosis.engine.serialize.verification_json),
-    and the outcome's own figures as notes."""
-    return _rows(verification_from_json(verification))
-
-
-def _rows(outcome: CandidateOutcome | None) -> tuple[list[CaseRow], dict[str, Any]]:
-    """Correctness is decided for the whole proposal, so every row shows the proposal's."""
-    if outcome is None:
-        return [], {}
-    n = len(outcome.cases)
-    parents = (list(outcome.parent_ms) + [None] * n)[:n]
-    floors = (list(outcome.case_noise) + [None] * n)[:n]
-    rounds: list[tuple[tuple[float, ...], tuple[float, ...]] | None] = [*outcome.case_rounds, *[None] * n][:n]
-    chosen = dict(outcome.autotune_choices)
-    rows = [
-        CaseRow(
-            label=str(c.index),
-            correct=outcome.correct,
-            parent_ms=p,
-            candidate_ms=c.time_ms,
-            speedup=s,
-            pct_sol=c.pct_sol,
-            autotune_choice="; ".join(chosen.get(f"case {c.index}", ())),
-            noise_floor_pct=None if f is None else 100.0 * f,
-            rounds=_rounds_text(r),
-        )
-        for c, p, s, f, r in zip(outcome.cases, parents, outcome.speedups, floors, rounds, strict=True)
-    ]
-    notes = {
-        "correct": outcome.correct,
-        "error kind": outcome.error_kind,
-        "message": outcome.message,
-        "timed": outcome.timed,
-        "speedup": outcome.speedup,
-        "noise": outcome.noise,
-        "suspect": outcome.suspect,
-        "wall s": outcome.wall_s,
-        "device s": outcome.device_s,
-    }
-    shown = {k: f"{v:.3g}" if isinstance(v, float) else v for k, v in notes.items() if v is not None and v != ""}
-    return rows, shown
-
-
-def _proposal_context(request: HttpRequest, proposal: Proposal, form: DecisionForm | None = None) -> dict:
-    run = proposal.round.run
-    team = run.version.kernel.team
-    outcome = verification_from_json(proposal.verification)
-    rows, notes = _rows(outcome)
-    return {
-        "proposal": proposal,
-        "run": run,
-        "kernel": run.version.kernel,
-        "findings": proposal.findings.order_by("tier", "id"),
-        "cases": rows,
-        "autotuned": any(r.autotune_choice for r in rows),
-        "has_rounds": any(r.rounds for r in rows),
-        "has_floors": any(r.noise_floor_pct is not None for r in rows),
-        "verification_notes": notes,
-        # a verification recorded with no case timed (cpu): checked for correctness only
-        "checked_only": outcome is not None and not outcome.timed,
-        "reviews": proposal.reviews.select_related("reviewer"),
-        "can_decide": access.is_reviewer(request.user, team) and proposal.status == Proposal.Status.PENDING,
-        "is_reviewer": access.is_reviewer(request.user, team),
-        "form": form or DecisionForm(),
-    }
-
-
-@require_GET
-@login_required
-def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    proposal = access.get_proposal_for_user(request.user, pk)
-    return render(request, "diagnosis/proposal.html", _proposal_context(request, proposal))
-
-
-@require_POST
-@login_required
-def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
-    proposal = access.get_proposal_for_reviewer(request.user, pk)
-    form = DecisionForm(request.POST)
-    if not form.is_valid():
-        context = _proposal_context(request, proposal, form)
-        return render(request, "diagnosis/proposal.html", context, status=400)
-    comment = form.cleaned_data["comment"]
-    try:
-        if form.cleaned_data["decision"] == Review.Decision.ACCEPT:
-            accepted = accept_proposal(proposal, request.user, comment)
-            note = " (the same source already existed as that version)" if accepted.reused_version else ""
-            messages.success(
-                request,
-                f"Accepted proposal {proposal.pk}: it is now version {accepted.version.number}{note}"
-                + (
-                    f"; pattern “{accepted.pattern.family}” recorded for {proposal.round.run.version.kernel.team}."
-                    if accepted.pattern
-                    else "."
-                ),
-            )
-        else:
-            reject_proposal(proposal, request.user, comment)
-            messages.success(request, f"Rejected proposal {proposal.pk}.")
-    except DecisionRefused as exc:
-        messages.error(request, exc.message)
-    return redirect("proposal-detail", proposal.pk)
-
-
-@require_GET
-@login_required
-def review_queue(request: HttpRequest) -> HttpResponse:
-    teams = access.reviewing_teams(request.user)
-    pending = (
-        Proposal.objects.filter(status=Proposal.Status.PENDING, round__run__version__kernel__team__in=teams)
-        .select_related("round__run__version__kernel__team", "parent_version")
-        .order_by("created")
-    )
-    recent = (
-        Review.objects.filter(proposal__round__run__version__kernel__team__in=teams)
-        .select_related("proposal__round__run__version__kernel", "reviewer")
-        .order_by("-created")[:20]
-    )
-    return render(
-        request,
-        "diagnosis/review_queue.html",
-        {"pending": pending, "recent": recent, "is_reviewer": teams.exists()},
-    )
-
-
 # --- teams and patterns --------------------------------------------------------------------
 
 
@@ -462,20 +258,3 @@ def team_list(request: HttpRequest) -> HttpResponse:
     )
     reviewing = set(access.reviewing_teams(request.user).values_list("pk", flat=True))
     return render(request, "diagnosis/team_list.html", {"teams": teams, "reviewing": reviewing})
-
-
-@require_GET
-@login_required
-def team_patterns(request: HttpRequest, pk: int) -> HttpResponse:
-    team = access.get_team_for_user(request.user, pk)
-    family = request.GET.get("family", "")
-    patterns = team.patterns.annotate(proposal_count=Count("source_proposals")).prefetch_related(
-        "source_proposals"
-    )
-    families = sorted(set(team.patterns.values_list("family", flat=True)))
-    if family:
-        patterns = patterns.filter(family=family)
-    template = _fragment(request, "diagnosis/patterns.html", {"pattern-list": "pattern-list"})
-    return render(
-        request, template, {"team": team, "patterns": patterns, "families": families, "family": family}
-    )

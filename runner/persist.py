@@ -17,7 +17,7 @@ from diagnosis import models
 from diagnosis.engine import evidence as ev
 from diagnosis.engine.proposers.base import Candidate
 from diagnosis.engine.records import CandidateOutcome, DecisionRecord, RoundRecord, sha256
-from diagnosis.engine.serialize import decision_json, finding_json, finite, verification_json
+from diagnosis.engine.serialize import decision_json, finding_json, finite, rationale_json, verification_json
 from diagnosis.engine.verdict import Verdict, geomean
 
 ARTEFACT_KINDS = frozenset(models.Artefact.Kind.values)
@@ -102,6 +102,7 @@ class RunRecorder:
     def proposal_made(self, index: int, candidate: Candidate) -> None:
         row = self._round(index)
         parent = self.parent_sources.get(index, "")
+        found = self.findings.get(index, {})
         with transaction.atomic():
             proposal = models.Proposal.objects.create(
                 round=row,
@@ -112,10 +113,11 @@ class RunRecorder:
                 proposer=candidate.proposer,
                 family=str(candidate.family),
                 rationale=candidate.rationale,
+                rationale_parts=rationale_json(candidate, found),
                 status=models.Proposal.Status.PENDING,
             )
             addressed = set(candidate.findings_addressed)
-            proposal.findings.set([f for f in self.findings.get(index, {}).values() if f.code in addressed])
+            proposal.findings.set([f for f in found.values() if f.code in addressed])
         self.proposals[(index, sha256(candidate.source))] = proposal
 
     def proposal_verified(self, index: int, candidate: Candidate, outcome: CandidateOutcome) -> None:

@@ -8,6 +8,7 @@
 | version | `version_json` / `version_from_json` | DiagnosisRun.summary's initial and best |
 | outcome | `outcome_json` / `outcome_from_json` | a report round (per field, over the cases) |
 | verification | `verification_json` / `verification_from_json` | Proposal.verification (per case: the review page's rows) |
+| rationale | `rationale_json` / `rationale_from_json` | Proposal.rationale_parts (mechanism, evidence, expected) |
 | round | `round_json` / `round_from_json` | each round of a loop report |
 | loop report | `loop_result_json` / `loop_report_from_json` | each operator of a bench/run.py result file |
 | run summary | `summary_json` / `summary_from_json` | DiagnosisRun.summary |
@@ -377,6 +378,73 @@ def _choices(d: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple((str(label), tuple(str(c) for c in v)) for label, v in d.items())
 
 
+# --- a proposal's rationale, in parts ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RationaleEvidence:
+    """One finding a proposal acts on, as it read when the proposal was made."""
+
+    code: str
+    tier: int
+    lines: tuple[int, ...]
+    kernel: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Rationale:
+    """Proposal.rationale_parts: what the rewrite changes, the findings behind it and what it
+    should bring. What was measured is the verification's (`verification_from_json`)."""
+
+    mechanism: str
+    expected: str
+    evidence: tuple[RationaleEvidence, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.mechanism or self.expected or self.evidence)
+
+
+def rationale_json(candidate: Candidate, findings: Iterable[Finding]) -> JSON:
+    """The parts of `candidate`'s rationale; `findings` are those it addresses (any others
+    are left out)."""
+    addressed = set(candidate.findings_addressed)
+    return {
+        "mechanism": candidate.mechanism,
+        "expected": candidate.expected,
+        "evidence": [
+            {
+                "code": f.code,
+                "tier": int(f.tier),
+                "lines": list(f.lines),
+                "kernel": f.kernel,
+                "message": f.message,
+            }
+            for f in dict.fromkeys(findings)
+            if f.code in addressed
+        ],
+    }
+
+
+def rationale_from_json(d: object) -> Rationale | None:
+    """None for a row stored before the parts were kept (its rationale is the text alone)."""
+    if not isinstance(d, Mapping) or not d:
+        return None
+    evidence = tuple(
+        RationaleEvidence(
+            code=str(e.get("code", "")),
+            tier=int(e.get("tier") or 0),
+            lines=tuple(n for n in e.get("lines") or () if isinstance(n, int)),
+            kernel=str(e.get("kernel") or ""),
+            message=str(e.get("message") or ""),
+        )
+        for e in d.get("evidence") or ()
+        if isinstance(e, Mapping)
+    )
+    return Rationale(str(d.get("mechanism") or ""), str(d.get("expected") or ""), evidence)
+
+
 # --- rounds ---------------------------------------------------------------------------------
 
 
@@ -426,6 +494,12 @@ def proposal_json(p: Candidate | None, *, sources: bool = False) -> JSON | None:
         "tokens": p.tokens,
         "diff": p.diff,
     }
+    # the rationale's parts, where the proposer gave them (reports written before they were
+    # kept, or by an LLM proposer, have neither key)
+    if p.mechanism:
+        out["mechanism"] = p.mechanism
+    if p.expected:
+        out["expected"] = p.expected
     if sources:
         out["source"] = p.source
     return out
@@ -443,6 +517,8 @@ def proposal_from_json(d: Mapping[str, Any] | None) -> Candidate | None:
         findings_addressed=tuple(d.get("findings_addressed") or ()),
         proposer=str(d.get("proposer", "")),
         tokens=int(d.get("tokens") or 0),
+        mechanism=str(d.get("mechanism") or ""),
+        expected=str(d.get("expected") or ""),
     )
 
 

@@ -1,13 +1,16 @@
-"""Template helpers: Python source and diffs through pygments, links into paginated artefacts."""
+"""Template helpers: Python source and diffs through pygments, the review page's diff tables,
+links into paginated artefacts and the evidence viewer, figures in words."""
 
 from __future__ import annotations
 
 from django import template
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
+
+from diagnosis import diffview
 
 register = template.Library()
 
@@ -92,3 +95,63 @@ def ratio(value, digits: int = 2) -> str:
         return f"{float(value):.{int(digits)}f}"
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.simple_tag
+def diff_table(before: str, after: str, view: str = "split") -> SafeString:
+    """The numbered diff of `before` -> `after`, side by side (`split`) or `unified`, words marked."""
+    hunks = diffview.diff_hunks(before or "", after or "")
+    if not hunks:
+        return mark_safe('<p class="empty">The two sources are identical.</p>')
+    html = diffview.render_unified(hunks) if view == "unified" else diffview.render_split(hunks, "parent", "proposal")
+    return mark_safe(html)  # noqa: S308 - diffview escapes every line
+
+
+@register.simple_tag
+def evidence_url(run_id: int, line: int | None = None) -> str:
+    """Line `line` of run `run_id` in the evidence viewer (`runs/<pk>/evidence/?line=N#LN`).
+
+    The viewer is the "evidence" branch's; until its URL is there the link goes to the
+    line in the run page's source listing, so the page renders either way.
+    """
+    try:
+        url = reverse("run-evidence", args=[run_id])
+    except NoReverseMatch:
+        url = reverse("run-detail", args=[run_id])
+        return f"{url}#src-{line}" if line else url
+    return f"{url}?line={line}#L{line}" if line else url
+
+
+@register.filter
+def speedup_words(value) -> str:
+    """A ratio parent / candidate in words: "2.31x faster", "1.25x slower", "not timed"."""
+    if value is None or value == "":
+        return "not timed"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if v <= 0:
+        return "not timed"
+    if abs(v - 1.0) < 0.005:
+        return "same speed (1.00x)"
+    return f"{v:.2f}x faster" if v > 1 else f"{1 / v:.2f}x slower"
+
+
+@register.filter
+def percent(value, digits: int = 1) -> str:
+    """A percentage with its unit: "61.5 %"; "–" when there is none."""
+    if value is None or value == "":
+        return "–"
+    try:
+        return f"{float(value):.{int(digits)}f} %"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def ms_unit(value) -> str:
+    """A time in milliseconds with its unit: "0.020 ms"; "not timed" when there is none."""
+    if value is None or value == "":
+        return "not timed"
+    return f"{ms(value)} ms"

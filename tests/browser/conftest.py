@@ -92,3 +92,20 @@ def login(page):
         page.wait_for_url("**/")
 
     return login
+
+
+@pytest.fixture
+def screenshot(page, request, tmp_path):
+    """`screenshot(name)` writes the whole page as `<name>.png` under the test's output
+    directory: $KERNELOPT_SCREENSHOT_DIR/<test name>/ when set, else the test's tmp_path."""
+    base = os.environ.get("KERNELOPT_SCREENSHOT_DIR")
+    folder = Path(base) / request.node.name if base else tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def shoot(name: str, target=None) -> Path:
+        path = folder / f"{name}.png"
+        (target or page).screenshot(path=str(path), full_page=True)
+        return path
+
+    shoot.folder = folder
+    return shoot

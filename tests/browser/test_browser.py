@@ -57,11 +57,11 @@ def test_a_reviewer_accepts_a_proposal_on_the_review_page(page, login, reviewer,
     login("reviewer", "reviewer-pass-1")
     page.click("text=Reviews")
     page.click(f"text=proposal {proposal.pk}")
-    assert "BLOCK=1024" in page.locator(".diff").inner_text()
+    assert "BLOCK=1024" in page.locator(".diff-wrap").inner_text()
     page.fill("#id_comment", "bigger blocks, verified")
     page.click("button.accept")
-    page.wait_for_selector(".messages")
-    assert "Accepted proposal" in page.locator(".messages").inner_text()
+    page.wait_for_selector("#decision [data-code='accepted']")  # swapped in place by htmx
+    assert "Accepted proposal" in page.locator("#decision").inner_text()
     assert page.locator(".page-head [data-status]").inner_text() == "accepted"
     assert page.locator("button.accept").count() == 0
     proposal.refresh_from_db()

@@ -54,6 +54,9 @@ def test_a_candidate_carries_diff_family_codes_and_a_rationale_citing_the_findin
     assert f"{f.code} (line 30)" in cand.rationale
     assert "Expected effect:" in cand.rationale
     assert h.parses(cand.source)
+    # the parts the review page shows apart: the Rewrite's mechanism and effect
+    assert cand.mechanism and cand.expected
+    assert f"Change: {cand.mechanism} Expected effect: {cand.expected}" in cand.rationale
 
 
 def test_swizzle_and_launch_config_on_one_gemm_compose_first() -> None:

@@ -68,6 +68,17 @@ ROUND = RoundRecord(
     outcome=OUTCOME,
     cost=RoundCost(1.5, 1.25, 7, {0: 0.1, 2: 0.4}, {0: 0.0, 2: 0.0}, 1.0, 1.25),
 )
+# a rules candidate: the Rewrite's mechanism and effect kept apart from the one-line rationale
+PARTED = Candidate(
+    "child source",
+    "--- a\n+++ b\n",
+    Family.HINTS,
+    "hint it",
+    (CODE.code,),
+    "rules",
+    mechanism="tl.multiple_of on the offsets",
+    expected="v4 loads: up to 4x fewer load instructions",
+)
 INITIAL = VersionStats(sha256("parent"), (CaseTiming(0, 1.0, 1.0, 0.1), CaseTiming(1, 0.3, 0.5, 0.05)))
 RESULT = LoopResult(
     initial_source="parent",
@@ -112,6 +123,12 @@ def _json(value: Any) -> Any:
             id="proposal",
         ),
         pytest.param(ser.cost_json, ser.cost_from_json, ROUND.cost, id="cost"),
+        pytest.param(
+            lambda p: ser.proposal_json(p, sources=True),
+            ser.proposal_from_json,
+            PARTED,
+            id="proposal-with-rationale-parts",
+        ),
     ],
 )
 def test_a_record_decodes_to_what_was_encoded(
@@ -213,6 +230,25 @@ def test_the_loop_report_keeps_its_keys() -> None:
         "correct", "error_kind", "message", "cases", "parent_ms", "speedups", "speedup", "noise", "case_noise",
         "case_rounds", "suspect", "wall_s", "device_s", "autotune_choices",
     ]  # fmt: skip
+
+
+def test_the_rationale_keeps_mechanism_expected_and_the_addressed_findings_only() -> None:
+    other = Finding(CODE.code.replace("SERIALIZE", "OTHER"), Severity.LOW, {"kernel": "k", "line": 9})
+    stored = _json(ser.rationale_json(PARTED, [FINDING, other, FINDING]))
+    back = ser.rationale_from_json(stored)
+    assert back is not None and not back.empty
+    assert (back.mechanism, back.expected) == (PARTED.mechanism, PARTED.expected)
+    assert back.evidence == (ser.RationaleEvidence(CODE.code, 2, (3,), "k", "k: line 3 loads are scalar"),)
+
+
+@pytest.mark.parametrize("stored", [{}, None, []], ids=["empty", "null", "not-an-object"])
+def test_a_proposal_stored_before_rationale_parts_has_none(stored: object) -> None:
+    assert ser.rationale_from_json(stored) is None
+
+
+def test_a_report_proposal_without_rationale_parts_has_no_keys_for_them() -> None:
+    assert {"mechanism", "expected"}.isdisjoint(ser.proposal_json(ROUND.proposal))
+    assert {"mechanism", "expected"} <= set(ser.proposal_json(PARTED))
 
 
 def test_the_database_form_of_a_number_is_null_where_json_has_none() -> None:

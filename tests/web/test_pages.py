@@ -23,9 +23,9 @@ def test_kernel_list_shows_the_latest_run_status(client, owner, run):
 
 def test_kernel_list_table_fragment_for_htmx(client, owner, run, team):
     client.force_login(owner)
-    response = client.get(reverse("kernel-list"), {"team": team.pk}, HTTP_HX_TARGET="kernel-table", **HTMX)
+    response = client.get(reverse("kernel-list"), {"team": team.pk}, HTTP_HX_TARGET="results", **HTMX)
     body = response.content.decode()
-    assert body.lstrip().startswith('<div id="kernel-table">')
+    assert body.lstrip().startswith('<div id="results">')
     assert "<html" not in body
 
 
@@ -122,10 +122,9 @@ def test_proposal_page_shows_diff_rationale_findings_and_verification(client, re
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
     assert proposal.rationale in page
     assert "small_block" in page
-    assert "BLOCK=1024" in page  # the diff, through pygments
-    assert 'class="gi"' in page or 'class="gd"' in page
-    assert "61.5" in page and "2.00×" in page
-    assert "0.020" in page and "0.010" in page
+    assert "BLOCK=<ins>1024</ins>" in page  # the diff, with the changed word marked
+    assert "61.5 %" in page and "2.00x faster" in page
+    assert "0.020 ms" in page and "0.010 ms" in page
 
 
 def test_patterns_page_and_its_htmx_fragment(client, owner, team, proposal):
@@ -151,20 +150,32 @@ def test_patterns_page_and_its_htmx_fragment(client, owner, team, proposal):
 
 
 def test_every_hx_get_has_an_href(client, owner, team, run, proposal):
+    """Each htmx action is also a plain link (or, for a form, its action): pages work without JS."""
     import re
 
     client.force_login(owner)
     Pattern.objects.create(team=team, family="a", mechanism="m", before="", after="", example_diff="")
     Pattern.objects.create(team=team, family="b", mechanism="m", before="", after="", example_diff="")
-    from diagnosis.models import Team
-
-    Team.objects.create(name="second").members.add(owner)
-    for url in (reverse("kernel-list"), reverse("team-patterns", args=[team.pk])):
+    for _ in range(30):  # more than a page of runs: the pager's links
+        DiagnosisRun.objects.create(version=run.version, device="cpu")
+    urls = (
+        reverse("kernel-list"),
+        reverse("team-patterns", args=[team.pk]),
+        reverse("proposal-detail", args=[proposal.pk]),
+        reverse("run-list"),
+        reverse("finding-list"),
+        reverse("proposal-list"),
+    )
+    seen = 0
+    for url in urls:
         page = client.get(url).content.decode()
-        tags = re.findall(r"<a [^>]*hx-get[^>]*>", page)
-        assert tags, url
-        for tag in tags:
-            assert "href=" in tag, tag
+        for tag in re.findall(r"<(?:a|form) [^>]*hx-(?:get|post)[^>]*>", page):
+            seen += 1
+            if tag.startswith("<form"):
+                assert 'action="' in tag, tag
+            else:
+                assert 'href="' in tag, tag
+    assert seen >= 10
 
 
 def test_pages_load_htmx_from_our_static_files_with_csrf_header(client, owner):
@@ -174,26 +185,31 @@ def test_pages_load_htmx_from_our_static_files_with_csrf_header(client, owner):
     assert 'hx-headers=\'{"X-CSRFToken": "' in page
 
 
-def test_verification_rows_read_the_runner_format_and_fill_correctness_from_the_whole():
-    from diagnosis.views import verification_rows
+def test_the_verification_reads_the_stored_format_and_says_each_state_in_words():
+    from diagnosis.engine.serialize import verification_from_json
+    from diagnosis.review_views import verification_view
 
-    rows, notes = verification_rows(
-        {
-            "correct": True,
-            "timed": True,
-            "cases": [{"index": 3, "time_ms": 1.0, "parent_ms": 3.0}],
-            "wall_s": 1.23456,
-        }
+    view = verification_view(
+        verification_from_json(
+            {
+                "correct": True,
+                "timed": True,
+                "cases": [{"index": 3, "time_ms": 1.0, "parent_ms": 3.0}, {"index": 4, "time_ms": 1.0, "parent_ms": 1.0}],
+                "wall_s": 1.23456,
+            }
+        )
     )
-    (row,) = rows
-    assert (row.label, row.correct, row.candidate_ms, row.parent_ms, row.speedup) == (
-        "3",
-        True,
-        1.0,
-        3.0,
-        3.0,
+    first, second = view.rows
+    assert (first.label, first.correctness, first.candidate, first.parent, first.change) == (
+        "case 3",
+        "correct",
+        "1.000 ms",
+        "3.000 ms",
+        "3.00x faster",
     )
-    assert notes["wall s"] == "1.23" and notes["timed"] is True
+    assert (first.change_class, second.change_class) == ("faster", "same")
+    assert dict(view.facts)["Timing"] == "timed against its parent in the same process"
+    assert not any(w in ("True", "False") for _, w in view.facts)
 
 
 def test_an_untimed_proposal_says_it_was_checked_for_correctness_only(client, reviewer, proposal):
@@ -219,7 +235,7 @@ def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewe
     proposal.save()
     client.force_login(reviewer)
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
-    assert "<th>Autotune chose</th>" in page
+    assert '<th scope="col">Autotune chose</th>' in page
     assert f"<code>{chosen}</code>" in page  # case 0
     assert "<code>–</code>" in page  # case 1: nothing recorded for it
     assert proposal.verification["autotune_choices"]["verify 0"] == ["matmul_kernel: BLOCK_M=16"]
@@ -249,7 +265,7 @@ def test_the_review_page_shows_each_cases_noise_floor_and_timing_rounds(client, 
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
     assert ">Noise floor</th>" in page and "3.0 %" in page and "1.0 %" in page
     assert "the wider relative spread of the parent's and the candidate's timing rounds" in page
-    assert "<th>Rounds, ms (parent | candidate)</th>" in page
+    assert '<th scope="col">Rounds, ms (parent | candidate)</th>' in page
     assert "0.0347, 0.0348, 0.0352 | 0.0556, 0.0558, 0.0561" in page
 
     # rows stored before rounds were kept show neither column

@@ -106,6 +106,7 @@ def test_the_same_mechanism_learnt_twice_is_one_pattern(
         diff="",
         proposer="rules",
         family="launch_config",
+        verification=proposal.verification,  # verified faster too: it can be accepted
     )
     accept_proposal(second, reviewer)
     pattern = Pattern.objects.get()

@@ -120,6 +120,8 @@ class ScriptedLoop:
             rationale="a larger block moves more bytes per program",
             proposer="rules",
             findings_addressed=("test_worker.small_block",),
+            mechanism="BLOCK 128 -> 1024",
+            expected="more bytes in flight per program",
         )
         observer.proposal_made(1, proposal)
         if self.gate is not None:

@@ -80,6 +80,14 @@ def test_the_proposal_carries_diff_findings_and_verification(run, loop) -> None:
     assert "BLOCK=1024" in proposal.source and "+" in proposal.diff
     assert (proposal.proposer, proposal.family) == ("rules", "launch_config")
     assert [f.code for f in proposal.findings.all()] == ["test_worker.small_block"]
+    # the rationale in parts: the candidate's mechanism and expectation, the findings it addresses
+    assert (proposal.rationale_parts["mechanism"], proposal.rationale_parts["expected"]) == (
+        "BLOCK 128 -> 1024",
+        "more bytes in flight per program",
+    )
+    assert [(e["code"], e["lines"]) for e in proposal.rationale_parts["evidence"]] == [
+        ("test_worker.small_block", [23])
+    ]
     assert proposal.speedup == pytest.approx(2.0)
     assert proposal.pct_sol == pytest.approx(50.0)
     assert proposal.verification["correct"] is True

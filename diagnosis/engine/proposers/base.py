@@ -31,6 +31,11 @@ class Candidate:
     findings_addressed: tuple[str, ...]  # finding codes it acts on
     proposer: str  # "rules" or "llm"
     tokens: int = 0  # LLM tokens spent producing it (prompt + completion)
+    # The rationale's parts, where the proposer knows them apart (the rules' Rewrite does; an
+    # LLM's answer is one paragraph, kept whole in `rationale`): the review page shows them
+    # as mechanism / evidence (the findings) / expected / measured (the verification).
+    mechanism: str = ""  # what the rewrite changes
+    expected: str = ""  # what should get faster and why, with the expected size
 
 
 @dataclass(frozen=True)

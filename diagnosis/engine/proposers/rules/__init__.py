@@ -159,6 +159,8 @@ class RulesProposer:
                     rationale=_rationale(fams, rw, fs),
                     findings_addressed=tuple(dict.fromkeys(f.code for f in fs)),
                     proposer=self.name,
+                    mechanism=rw.mechanism,
+                    expected=rw.effect,
                 )
             )
         return out
