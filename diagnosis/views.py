@@ -200,7 +200,7 @@ def _match_artefact(ref: ArtefactRef, by_kind: dict[str, list[Artefact]]) -> Art
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = access.get_run_for_user(request.user, pk)
-    rounds = list(run.rounds.prefetch_related("proposals").order_by("index"))
+    rounds = list(run.rounds.prefetch_related("proposals", "proposals__findings").order_by("index"))
     if request.htmx and request.htmx.target == "run-status":
         # A poll that sees the run finish reloads the page, so findings and artefacts appear.
         was = request.GET.get("was")
