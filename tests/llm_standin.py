@@ -221,6 +221,18 @@ def family_in(prompt: str) -> str:
     return rest[: rest.index("`")]
 
 
+def codes_in(prompt: str) -> list[str]:
+    """The finding codes a prompt lists for its family (the ones an answer should cite)."""
+    head = prompt.find("## Findings")
+    if head < 0:
+        return []
+    section = prompt[head : prompt.find("\n## ", head + 1)]
+    codes = [
+        line[3 : line.index("]")] for line in section.splitlines() if line.startswith("- [") and "]" in line
+    ]
+    return list(dict.fromkeys(codes))
+
+
 @pytest.fixture
 def llm_standin() -> Iterator[StandIn]:
     standin = StandIn().start()
