@@ -220,3 +220,23 @@ def test_the_api_key_never_reaches_a_child(version, llm_settings, llm_standin, m
         *(a.text for a in Artefact.objects.filter(run=run)),
     ]
     assert not any(SECRET in text for text in stored)
+
+
+def test_manage_py_optimize_runs_rules_then_llm(
+    llm_settings, llm_standin, lc_tiers, monkeypatch, tmp_path, capsys
+):
+    import json
+
+    from django.core.management import call_command
+
+    llm_standin.respond = halving
+    monkeypatch.setattr(pipeline, "make_executor", lambda run: FakeTimingExecutor())
+    path = tmp_path / "fake.py"
+    path.write_text(module(2.0))
+
+    call_command("optimize", str(path), "--device", "cuda", "--proposer", "hybrid", "--rounds", "2", "--json")
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["run"]["proposer"] == "hybrid"
+    assert [p["proposer"] for p in report["proposals"]] == ["rules", "llm"]
+    assert report["run"]["tokens"] == sum(r.tokens for r in Round.objects.all()) > 0
