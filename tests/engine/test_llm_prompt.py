@@ -180,3 +180,15 @@ def test_every_suite_module_fits_the_default_round_cap(path: Path) -> None:
     cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m")
     reserve = LLMProposer(cfg)._reserve(source)
     assert estimate_tokens(prompt.chars) + reserve < cfg.round_tokens
+
+
+def test_the_llm_proposers_import_no_django() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import diagnosis.engine.proposers.llm, diagnosis.engine.proposers.hybrid; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
