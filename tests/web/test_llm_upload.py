@@ -167,7 +167,7 @@ def test_the_run_page_shows_each_llm_round_s_size_tokens_cost_and_cited_codes(cl
     row = page[page.index('data-round="1"') :]
     row = row[: row.index("</td>")]
     assert '<span class="llm-proposer">llm</span>' in row
-    assert 'data-chars="12400"' in row and "~3100 tokens, v1" in row
+    assert 'data-chars="12400"' in row and "~3100 tokens, v1" in row and "3100 + 800 tokens" in row
     assert 'data-prompt="3100" data-completion="800"' in row
     assert "$0.0123" in row and "2.5 s" in row
     assert "<code>small_block</code>" in row  # the code its proposal cites
