@@ -10,6 +10,7 @@ from functools import partial
 
 from django import forms
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import transaction
 from django.db.models import Max
 
@@ -17,10 +18,18 @@ from diagnosis.access import visible_teams
 from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Review
 from diagnosis.validation import ValidationResult, validate_module_source
 from runner.dispatch import enqueue_run
+from runner.llm import llm_enabled, llm_models
 
 TARGET_SUGGESTIONS = ("sm_90", "sm_100", "sm_89", "sm_80", "gfx942", "npu:Ascend910B3")
 _TARGET_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,40}$")
 MAX_ROUND_BUDGET = 100
+MIN_LLM_TOKENS = 2000  # below this no prompt with a module and its answer fits
+LLM_FIELDS = ("llm_model", "llm_temperature", "llm_round_tokens", "llm_run_tokens")
+LLM_OFF_NOTE = (
+    "The proposer is the rules. An LLM proposer, alone or after the rules, is offered once the "
+    "deployment sets LLM_BASE_URL and LLM_MODEL to an OpenAI-compatible endpoint (a hosted API, "
+    "vLLM, llama.cpp's server or Ollama) and LLM_API_KEY where it needs one; see the README."
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,24 @@ class RunForm(forms.Form):
         widget=forms.TextInput(attrs={"list": "target-suggestions"}),
     )
     round_budget = forms.IntegerField(min_value=1, max_value=MAX_ROUND_BUDGET, label="Round budget")
+    # offered only when an LLM is configured (llm_enabled); otherwise the run uses the rules
+    proposer = forms.ChoiceField(
+        choices=DiagnosisRun.Proposer.choices,
+        initial=DiagnosisRun.Proposer.RULES,
+        help_text="rules: deterministic source transforms. LLM: the model rewrites from the evidence. "
+        "Rules, then LLM: the LLM for a family the rules cannot rewrite, or once they stop gaining.",
+    )
+    llm_model = forms.ChoiceField(label="LLM model", required=False)
+    llm_temperature = forms.FloatField(label="LLM temperature", min_value=0.0, max_value=2.0, required=False)
+    llm_round_tokens = forms.IntegerField(
+        label="LLM tokens per round", min_value=MIN_LLM_TOKENS, required=False, help_text="prompt and answer"
+    )
+    llm_run_tokens = forms.IntegerField(
+        label="LLM tokens per run",
+        min_value=MIN_LLM_TOKENS,
+        required=False,
+        help_text="proposing stops when the next request would pass it",
+    )
 
     def __init__(self, user, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -53,6 +80,40 @@ class RunForm(forms.Form):
         self.fields["device"].initial = devices[0] if devices else DiagnosisRun.Device.CPU
         self.fields["target"].initial = settings.KERNELOPT_DEFAULT_ARCH
         self.fields["round_budget"].initial = settings.KERNELOPT_ROUND_BUDGET
+        self.llm_note = ""
+        if llm_enabled():
+            self.fields["llm_model"].choices = [(m, m) for m in llm_models()]
+            self.fields["llm_model"].initial = settings.LLM_MODEL
+            self.fields["llm_temperature"].initial = settings.LLM_TEMPERATURE
+            for name, cap in (
+                ("llm_round_tokens", settings.LLM_ROUND_TOKENS),
+                ("llm_run_tokens", settings.LLM_RUN_TOKENS),
+            ):
+                field = self.fields[name]
+                field.initial = cap
+                field.validators.append(MaxValueValidator(cap))  # the deployment's cap is the most
+                field.widget.attrs["max"] = cap
+        else:
+            for name in ("proposer", *LLM_FIELDS):
+                del self.fields[name]
+            self.llm_note = LLM_OFF_NOTE
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        self._clean_llm(cleaned)
+        return cleaned
+
+    def _clean_llm(self, cleaned: dict) -> None:
+        """The LLM choices go with an LLM proposer only; a run's caps must hold one round."""
+        proposer = cleaned.get("proposer") or DiagnosisRun.Proposer.RULES
+        cleaned["proposer"] = proposer
+        if proposer == DiagnosisRun.Proposer.RULES:
+            for name in LLM_FIELDS:
+                cleaned[name] = None
+            return
+        per_round, per_run = cleaned.get("llm_round_tokens"), cleaned.get("llm_run_tokens")
+        if per_round and per_run and per_run < per_round:
+            self.add_error("llm_run_tokens", "The run's cap must hold at least one round's.")
 
     def clean_target(self) -> str:
         target = self.cleaned_data["target"].strip()
@@ -67,7 +128,8 @@ class RunForm(forms.Form):
 
 
 def queue_run(version: KernelVersion, data: dict, user) -> DiagnosisRun:
-    """Create a queued run of `version` (`data`: device, target, round_budget) inside the
+    """Create a queued run of `version` (`data`: device, target, round_budget, the proposer
+    and its LLM choices) inside the
     caller's transaction; it is sent to the broker only after the commit, so a worker never
     looks for a row that is not there yet."""
     run = DiagnosisRun.objects.create(
@@ -76,6 +138,11 @@ def queue_run(version: KernelVersion, data: dict, user) -> DiagnosisRun:
         target=data["target"],
         round_budget=data["round_budget"],
         requested_by=user,
+        proposer=data.get("proposer") or DiagnosisRun.Proposer.RULES,
+        llm_model=data.get("llm_model") or "",
+        llm_temperature=data.get("llm_temperature"),
+        llm_round_tokens=data.get("llm_round_tokens"),
+        llm_run_tokens=data.get("llm_run_tokens"),
     )
     transaction.on_commit(partial(enqueue_run, run.pk, run.device), robust=True)
     return run
@@ -87,7 +154,8 @@ class UploadForm(RunForm):
     With `kernel` given the upload is a new version of that kernel: name and team are fixed.
     """
 
-    field_order = ["file", "source", "name", "team", "device", "target", "round_budget"]
+    field_order = ["file", "source", "name", "team", "device", "target", "round_budget", "proposer"]
+    field_order += LLM_FIELDS
 
     file = forms.FileField(required=False, label="Kernel module (.py)")
     source = forms.CharField(
@@ -136,6 +204,7 @@ class UploadForm(RunForm):
             self.add_error(field, str(error))
         if result.ok:
             self.validation = result
+        self._clean_llm(cleaned)
         if self.kernel is None and "name" in self.fields:
             name = (cleaned.get("name") or "").strip()
             if not name and field == "file":
@@ -144,6 +213,18 @@ class UploadForm(RunForm):
                 self.add_error("name", "Give the kernel a name.")
             cleaned["name"] = name[:200]
         return cleaned
+
+    def _clean_llm(self, cleaned: dict) -> None:
+        """The LLM choices go with an LLM proposer only; a run's caps must hold one round."""
+        proposer = cleaned.get("proposer") or DiagnosisRun.Proposer.RULES
+        cleaned["proposer"] = proposer
+        if proposer == DiagnosisRun.Proposer.RULES:
+            for name in LLM_FIELDS:
+                cleaned[name] = None
+            return
+        per_round, per_run = cleaned.get("llm_round_tokens"), cleaned.get("llm_run_tokens")
+        if per_round and per_run and per_run < per_round:
+            self.add_error("llm_run_tokens", "The run's cap must hold at least one round's.")
 
     def save(self) -> UploadOutcome:
         """Store kernel (if new), version (deduplicated by sha256) and a queued run in one transaction.

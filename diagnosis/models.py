@@ -91,12 +91,24 @@ class DiagnosisRun(models.Model):
     # the kinds of diagnosis.engine.devices: a kind registered there is a choice here
     Device = models.TextChoices("Device", [(k.name.upper(), (k.name, k.label)) for k in devices.KINDS.values()])
 
+    class Proposer(models.TextChoices):
+        RULES = "rules", "rules"
+        LLM = "llm", "LLM"
+        HYBRID = "hybrid", "rules, then LLM"
+
     FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
 
     version = models.ForeignKey(KernelVersion, on_delete=models.CASCADE, related_name="runs")
     device = models.CharField(max_length=8, choices=Device.choices, default=Device.CPU)
     target = models.CharField(max_length=40, default="sm_90")  # compile target for tiers 2/3
-    proposer = models.CharField(max_length=8, default="rules")  # rules or llm
+    proposer = models.CharField(max_length=8, choices=Proposer.choices, default=Proposer.RULES)
+    # the LLM a run asks (llm and hybrid runs; blank and null: the settings' defaults). The
+    # endpoint and its key are the deployment's (settings), never stored here.
+    llm_model = models.CharField(max_length=200, blank=True)
+    llm_temperature = models.FloatField(null=True, blank=True)
+    llm_round_tokens = models.PositiveIntegerField(null=True, blank=True)  # cap: prompt + completion per round
+    llm_run_tokens = models.PositiveIntegerField(null=True, blank=True)  # cap: the whole run
+    llm_cost = models.FloatField(null=True, blank=True)  # estimated, from the price settings; null: unpriced
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
     round_budget = models.PositiveIntegerField(default=15)
     current_round = models.PositiveIntegerField(default=0)
@@ -149,6 +161,15 @@ class Round(models.Model):
     wall_s = models.FloatField(default=0.0)
     device_s = models.FloatField(default=0.0)
     tokens = models.PositiveIntegerField(default=0)
+    # the round's LLM requests (diagnosis.engine.usage.LLMUsage); zero when none was made
+    llm_requests = models.PositiveSmallIntegerField(default=0)
+    llm_prompt_tokens = models.PositiveIntegerField(default=0)
+    llm_completion_tokens = models.PositiveIntegerField(default=0)
+    llm_tokens_estimated = models.BooleanField(default=False)  # the endpoint reported no usage
+    llm_prompt_chars = models.PositiveIntegerField(default=0)
+    llm_prompt_version = models.CharField(max_length=16, blank=True)
+    llm_latency_s = models.FloatField(default=0.0)
+    llm_cost = models.FloatField(null=True, blank=True)  # estimated; null: unpriced or no request
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -150,7 +150,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = access.get_run_for_user(request.user, pk)
     if api.wants_json(request):
         return api.run_json_response(run)
-    rounds = list(run.rounds.prefetch_related("proposals").order_by("index"))
+    rounds = list(run.rounds.prefetch_related("proposals", "proposals__findings").order_by("index"))
     if request.htmx and request.htmx.target == "run-status":
         # A poll that sees the run finish reloads the page, so findings and artefacts appear.
         was = request.GET.get("was")

@@ -168,13 +168,43 @@ KERNELOPT_STALE_RUN_SECONDS = envint("KERNELOPT_STALE_RUN_SECONDS", 900, minimum
 KERNELOPT_MAX_RUN_ATTEMPTS = envint("KERNELOPT_MAX_RUN_ATTEMPTS", 3, minimum=1)
 KERNELOPT_RETRY_BACKOFF_S = envfloat("KERNELOPT_RETRY_BACKOFF_S", 5.0)
 
-# LLM proposer (optional): any OpenAI-compatible endpoint.
+# LLM proposer (optional): any OpenAI-compatible endpoint (a hosted API, vLLM, llama.cpp's
+# server, Ollama). With LLM_BASE_URL and LLM_MODEL set, the upload form offers the llm and
+# rules-then-llm proposers; web and workers read the same variables. The key is read from the
+# environment only: it is never stored in the database, and the sandbox child's scrubbed
+# environment never has it (runner.sandbox).
 LLM_BASE_URL = envstr("LLM_BASE_URL")
 LLM_MODEL = envstr("LLM_MODEL")
+LLM_MODELS = envlist("LLM_MODELS", [])  # other models a run may choose (the endpoint must serve them)
 LLM_API_KEY = envstr("LLM_API_KEY")
-LLM_TIMEOUT_S = envfloat("LLM_TIMEOUT_S", 120.0)
+LLM_TIMEOUT_S = envfloat("LLM_TIMEOUT_S", 120.0)  # per attempt
+LLM_MAX_RETRIES = envint("LLM_MAX_RETRIES", 2, minimum=0)  # the client's retries on 429, 5xx, timeouts
+# "none" (or empty): send no temperature, for models that accept only their default
+LLM_TEMPERATURE = (
+    None
+    if (envstr("LLM_TEMPERATURE") or "0.2").strip().lower() in ("", "none")
+    else envfloat("LLM_TEMPERATURE", 0.2)
+)
+LLM_MAX_COMPLETION_TOKENS = envint("LLM_MAX_COMPLETION_TOKENS", 8192, minimum=256)
+# hard caps, prompt + completion; a run may ask for less, never for more
+LLM_ROUND_TOKENS = envint("LLM_ROUND_TOKENS", 32_000, minimum=2000)
+LLM_RUN_TOKENS = envint("LLM_RUN_TOKENS", 400_000, minimum=2000)
+# estimated cost: price per 1M prompt / completion tokens (both 0: the cost is shown as unknown)
+LLM_PRICE_PROMPT_PER_M = envfloat("LLM_PRICE_PROMPT_PER_M", 0.0)
+LLM_PRICE_COMPLETION_PER_M = envfloat("LLM_PRICE_COMPLETION_PER_M", 0.0)
+# the request field that bounds the answer: max_tokens (most servers) or max_completion_tokens
+# (OpenAI's reasoning models, which also take no temperature: set LLM_TEMPERATURE=none)
+LLM_TOKEN_PARAM = envstr("LLM_TOKEN_PARAM", "max_tokens")
+# rules then LLM: the LLM goes first after this many rounds on one version without a win
+LLM_HYBRID_STALL_ROUNDS = envint("LLM_HYBRID_STALL_ROUNDS", 2, minimum=1)
 if bool(LLM_BASE_URL) != bool(LLM_MODEL):
     raise ImproperlyConfigured("LLM_BASE_URL and LLM_MODEL must be set together")
+if LLM_TOKEN_PARAM not in ("max_tokens", "max_completion_tokens"):
+    raise ImproperlyConfigured(f"LLM_TOKEN_PARAM={LLM_TOKEN_PARAM!r}: use max_tokens or max_completion_tokens")
+if LLM_TEMPERATURE is not None and not 0.0 <= LLM_TEMPERATURE <= 2.0:
+    raise ImproperlyConfigured(f"LLM_TEMPERATURE={LLM_TEMPERATURE} is outside 0..2")
+if LLM_RUN_TOKENS < LLM_ROUND_TOKENS:
+    raise ImproperlyConfigured("LLM_RUN_TOKENS must be at least LLM_ROUND_TOKENS")
 
 # --- Web limits: login throttling, Content-Security-Policy, HTTPS (issue 16) ------------------
 

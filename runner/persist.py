@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 
 from diagnosis import models
 from diagnosis.engine import evidence as ev
@@ -151,6 +152,16 @@ class RunRecorder:
             row.wall_s = record.cost.wall_s
             row.device_s = record.cost.device_s
             row.tokens = record.cost.tokens
+            usage = record.cost.llm
+            if usage is not None:
+                row.llm_requests = usage.requests
+                row.llm_prompt_tokens = usage.prompt_tokens
+                row.llm_completion_tokens = usage.completion_tokens
+                row.llm_tokens_estimated = usage.estimated
+                row.llm_prompt_chars = usage.prompt_chars
+                row.llm_prompt_version = usage.prompt_version[:16]
+                row.llm_latency_s = usage.latency_s
+                row.llm_cost = finite(usage.cost)
             row.save()
             if record.proposal is not None:
                 proposal = self.proposals.get((index, sha256(record.proposal.source)))
@@ -165,12 +176,15 @@ class RunRecorder:
                     proposal.status = models.Proposal.Status.FAILED
                     proposal.failure_reason = "no gain: not faster than its parent above the noise floor"
                     proposal.save(update_fields=["status", "failure_reason"])
-            models.DiagnosisRun.objects.filter(id=self.run.id).update(
-                current_round=self.stored_index(index),
-                wall_s=F("wall_s") + record.cost.wall_s,
-                device_s=F("device_s") + record.cost.device_s,
-                tokens=F("tokens") + record.cost.tokens,
-            )
+            totals = {
+                "current_round": self.stored_index(index),
+                "wall_s": F("wall_s") + record.cost.wall_s,
+                "device_s": F("device_s") + record.cost.device_s,
+                "tokens": F("tokens") + record.cost.tokens,
+            }
+            if usage is not None and finite(usage.cost) is not None:
+                totals["llm_cost"] = Coalesce(F("llm_cost"), Value(0.0)) + usage.cost
+            models.DiagnosisRun.objects.filter(id=self.run.id).update(**totals)
 
     def should_stop(self) -> bool:
         return self._should_stop()

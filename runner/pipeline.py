@@ -42,6 +42,7 @@ from diagnosis.models import DiagnosisRun, Round
 from runner import persist
 from runner.dispatch import enqueue_run, with_last_error
 from runner.errors import RunFailed
+from runner.llm import make_proposer, team_patterns
 
 logger = logging.getLogger(__name__)
 Status = DiagnosisRun.Status
@@ -207,16 +208,18 @@ def _drive(claim: Claim, stop: StopCheck, *, executor: Any | None, proposer: Any
     run = DiagnosisRun.objects.select_related("version").get(id=claim.run_id)
     offset = persist.close_interrupted_rounds(run) if claim.attempt > 1 else 0
     done_rounds = Round.objects.filter(run=run).count()
+    patterns = team_patterns(run)  # tier 0 matches them; the LLM's prompt shows their examples
     config = LoopConfig(
         round_budget=max(0, run.round_budget - done_rounds),
         sol_stop_fraction=settings.KERNELOPT_SOL_STOP_FRACTION,
         device=run.device,
         target=run.target or None,
         proposer=run.proposer,
+        patterns=patterns,
     )
     recorder = persist.RunRecorder(run, should_stop=stop, round_offset=offset)
     executor = executor if executor is not None else make_executor(run)
-    proposer = proposer if proposer is not None else make_proposer(run.proposer)
+    proposer = proposer if proposer is not None else make_proposer(run, patterns)
     result = run_loop(
         run.version.source, executor=executor, config=config, observer=recorder, proposer=proposer
     )
@@ -227,26 +230,6 @@ def make_executor(run: DiagnosisRun) -> Any:
     from runner.execute import Executor
 
     return Executor(run.device, run.target or None, python=settings.KERNELOPT_CHILD_PYTHONS.get(run.device))
-
-
-def make_proposer(name: str) -> Any:
-    """None selects the loop's default (rules); 'llm' needs LLM_BASE_URL and LLM_MODEL."""
-    if name in ("", "rules"):
-        return None
-    if name == "llm":
-        if not (settings.LLM_BASE_URL and settings.LLM_MODEL):
-            raise RunFailed("the llm proposer is not configured: set LLM_BASE_URL and LLM_MODEL")
-        from diagnosis.engine.proposers.llm import LLMConfig, LLMProposer
-
-        return LLMProposer(
-            LLMConfig(
-                base_url=settings.LLM_BASE_URL,
-                model=settings.LLM_MODEL,
-                api_key=settings.LLM_API_KEY,
-                timeout_s=settings.LLM_TIMEOUT_S,
-            )
-        )
-    raise RunFailed(f"unknown proposer {name!r} (rules or llm)")
 
 
 # --- finishing ------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+from tests.llm_standin import llm_standin  # noqa: F401 (the scripted LLM endpoint, for every test)
+
 DEFAULT_TEST_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/kernelopt"
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnosis.engine.usage import LLMUsage
+
 
 @dataclass
 class JobError:
@@ -42,13 +44,34 @@ class ProposerError(EngineError):
 
     The round loop records the message on the round and carries on; `permanent` says whether
     trying the same proposer again in a later round is pointless (bad credentials, no model).
+    `code` is stable (tests and pages key on it: `no_code_block`, `invalid_module`, `timeout`,
+    ...); the message is for people.
     """
 
-    def __init__(self, message: str, *, permanent: bool = False, tokens: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = False,
+        tokens: int = 0,
+        code: str = "",
+        usage: LLMUsage | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.permanent = permanent
-        self.tokens = tokens  # tokens spent before the failure (an unusable answer still costs)
+        self.code = code
+        self.usage = usage  # what the requests behind the failure cost, when an LLM was asked
+        # tokens spent before the failure (an unusable answer still costs)
+        self.tokens = tokens or (usage.tokens if usage is not None else 0)
+
+
+class TokenBudgetExhausted(ProposerError):
+    """The run's LLM token cap leaves too little for another request: the run stops proposing
+    (the loop's stop reason `token_budget`)."""
+
+    def __init__(self, message: str, *, usage: LLMUsage | None = None) -> None:
+        super().__init__(message, permanent=True, code="token_budget", usage=usage)
 
 
 class TierUnavailable(EngineError):

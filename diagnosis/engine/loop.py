@@ -39,7 +39,7 @@ from pathlib import Path
 
 from diagnosis.engine import devices
 from diagnosis.engine import verdict as policy
-from diagnosis.engine.errors import ProposerError, TierUnavailable
+from diagnosis.engine.errors import ProposerError, TierUnavailable, TokenBudgetExhausted
 from diagnosis.engine.escalation import MECHANISMS, Decision, actionable, choose_family, decide, score
 from diagnosis.engine.evidence import Family, Finding, Tier, TierResult
 from diagnosis.engine.executor import (
@@ -51,7 +51,15 @@ from diagnosis.engine.executor import (
 )
 from diagnosis.engine.ir import CompileResult
 from diagnosis.engine.profile import DeviceSpec
-from diagnosis.engine.proposers.base import Candidate, CaseShape, ProposalContext, Proposer, RoundHistory
+from diagnosis.engine.proposers.base import (
+    Candidate,
+    CaseShape,
+    FamilyPolicy,
+    ProposalContext,
+    Proposer,
+    RoundHistory,
+    rejected_families,
+)
 from diagnosis.engine.proposers.rules import RulesProposer
 from diagnosis.engine.records import (
     CandidateOutcome,
@@ -73,6 +81,7 @@ from diagnosis.engine.tier0 import run_tier0
 from diagnosis.engine.tier1 import run_tier1
 from diagnosis.engine.tier2 import run_tier2
 from diagnosis.engine.tier3 import run_tier3
+from diagnosis.engine.usage import add_usage
 from diagnosis.engine.verdict import Verdict
 
 # a tier-1 profile: the profile job's, or a timed verify job's own runs (VerifyOutcome.profile)
@@ -192,6 +201,7 @@ class _Loop:
         self.device_spec: DeviceSpec | None = None
         self.device_name = ""
         self.tokens = 0
+        self.stop_reason: StopReason | None = None  # why a proposer ended the run, when one did
 
     # -- files
 
@@ -269,7 +279,7 @@ class _Loop:
             else:
                 idle = 0
             if stop:
-                result.stop_reason = StopReason.NOTHING_LEFT
+                result.stop_reason = self.stop_reason or StopReason.NOTHING_LEFT
                 result.stop_detail = stop
                 break
             if idle >= self.config.patience:
@@ -341,7 +351,10 @@ class _Loop:
         )
         history = self.history.setdefault(parent.sha, [])
         no_rewrite = self.no_rewrite.setdefault(parent.sha, set())
-        failed = {h.family for h in history if h.family is not None and h.verdict.rejected}
+        if isinstance(self.proposer, FamilyPolicy):  # e.g. the hybrid: the LLM may retry the rules' families
+            failed = self.proposer.excluded_families(history)
+        else:
+            failed = rejected_families(history)
 
         results: list[TierResult] = []
         notes: list[str] = []
@@ -368,6 +381,8 @@ class _Loop:
                 record.reason = error.message
                 if error.permanent:
                     stop = f"the proposer cannot continue: {record.reason}"
+                    if isinstance(error, TokenBudgetExhausted):
+                        self.stop_reason = StopReason.TOKEN_BUDGET
                 break
             codes = {f.code for r in results for f in r.findings if f.family is family}
             chosen = _pick(candidates, family, codes, self.tried | {parent.sha}, self.config.max_candidates)
@@ -392,7 +407,9 @@ class _Loop:
         if notes:
             record.reason = "; ".join([record.reason, *notes]) if record.reason else "; ".join(notes)
         if record.verdict is Verdict.INCONCLUSIVE:
-            history.append(_history(index, None, Verdict.INCONCLUSIVE, ""))
+            # the reason goes along: an LLM told that its last answer was refused, and why,
+            # need not repeat the mistake
+            history.append(_history(index, None, Verdict.INCONCLUSIVE, record.reason))
         cost.wall_s = time.perf_counter() - t0
         cost.device_s = meter.device_s
         record.cost = cost
@@ -570,16 +587,20 @@ class _Loop:
             history=tuple(self.history.get(parent.sha, [])),
             round_index=index,
             max_candidates=max(2, self.config.max_candidates),
+            family=family,
         )
         try:
             candidates = list(self.proposer.propose(parent.source, findings, context))
         except ProposerError as exc:
             self.tokens += exc.tokens
             cost.tokens += exc.tokens
+            cost.llm = add_usage(cost.llm, exc.usage)
             return [], exc
         spent = sum(c.tokens for c in candidates)
         self.tokens += spent
         cost.tokens += spent
+        for c in candidates:
+            cost.llm = add_usage(cost.llm, c.usage)
         return candidates, None
 
     # -- verifying

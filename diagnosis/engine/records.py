@@ -20,6 +20,7 @@ from typing import Protocol
 from diagnosis.engine.evidence import Family, Finding, Tier, TierResult
 from diagnosis.engine.patterns import PatternSpec
 from diagnosis.engine.proposers.base import Candidate
+from diagnosis.engine.usage import LLMUsage
 from diagnosis.engine.verdict import Verdict, geomean
 
 __all__ = [
@@ -51,6 +52,7 @@ class StopReason(enum.StrEnum):
     CANCELLED = "cancelled"  # the observer asked to stop
     INITIAL_FAILED = "initial_failed"  # the uploaded version does not validate or is incorrect
     DIAGNOSED_ONLY = "diagnosed_only"  # no case fits this device's correctness check: evidence only
+    TOKEN_BUDGET = "token_budget"  # the run's LLM token cap leaves too little for another request
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,7 @@ class RoundCost:
     device_by_tier: dict[int, float] = field(default_factory=dict)
     verify_wall_s: float = 0.0
     verify_device_s: float = 0.0
+    llm: LLMUsage | None = None  # the round's LLM requests (None: no LLM was asked)
 
 
 @dataclass

@@ -10,6 +10,7 @@
 | verification | `verification_json` / `verification_from_json` | Proposal.verification (per case: the review page's rows) |
 | rationale | `rationale_json` / `rationale_from_json` | Proposal.rationale_parts (mechanism, evidence, expected) |
 | round | `round_json` / `round_from_json` | each round of a loop report |
+| LLM usage | `usage_json` / `usage_from_json` | a report round's cost (the Round row has a column per field) |
 | loop report | `loop_result_json` / `loop_report_from_json` | each operator of a bench/run.py result file |
 | run summary | `summary_json` / `summary_from_json` | DiagnosisRun.summary |
 
@@ -52,6 +53,7 @@ from diagnosis.engine.records import (
     VersionStats,
     sha256,
 )
+from diagnosis.engine.usage import LLMUsage
 from diagnosis.engine.verdict import Verdict
 
 JSON = dict[str, Any]  # a decoded JSON object: what the encoders write and the decoders read
@@ -523,7 +525,7 @@ def proposal_from_json(d: Mapping[str, Any] | None) -> Candidate | None:
 
 
 def cost_json(c: RoundCost) -> JSON:
-    return {
+    out = {
         "wall_s": rounded(c.wall_s, 3),
         "device_s": rounded(c.device_s, 3),
         "tokens": c.tokens,
@@ -532,6 +534,9 @@ def cost_json(c: RoundCost) -> JSON:
         "verify_wall_s": rounded(c.verify_wall_s, 3),
         "verify_device_s": rounded(c.verify_device_s, 3),
     }
+    if c.llm is not None:  # only rounds that asked an LLM: rules-only reports stay as they were
+        out["llm"] = usage_json(c.llm)
+    return out
 
 
 def cost_from_json(d: Mapping[str, Any]) -> RoundCost:
@@ -543,6 +548,39 @@ def cost_from_json(d: Mapping[str, Any]) -> RoundCost:
         device_by_tier={int(k): float(v) for k, v in (d.get("device_by_tier") or {}).items()},
         verify_wall_s=float(d.get("verify_wall_s") or 0.0),
         verify_device_s=float(d.get("verify_device_s") or 0.0),
+        llm=usage_from_json(d.get("llm")),
+    )
+
+
+def usage_json(u: LLMUsage | None) -> JSON | None:
+    if u is None:
+        return None
+    return {
+        "model": u.model,
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "latency_s": rounded(u.latency_s, 3),
+        "cost": rounded(u.cost, 6),
+        "prompt_chars": u.prompt_chars,
+        "prompt_version": u.prompt_version,
+        "requests": u.requests,
+        "estimated": u.estimated,
+    }
+
+
+def usage_from_json(d: Mapping[str, Any] | None) -> LLMUsage | None:
+    if not d:
+        return None
+    return LLMUsage(
+        model=str(d.get("model", "")),
+        prompt_tokens=int(d.get("prompt_tokens") or 0),
+        completion_tokens=int(d.get("completion_tokens") or 0),
+        latency_s=float(d.get("latency_s") or 0.0),
+        cost=_opt_float(d.get("cost")),
+        prompt_chars=int(d.get("prompt_chars") or 0),
+        prompt_version=str(d.get("prompt_version", "")),
+        requests=int(d.get("requests") or 0),
+        estimated=bool(d.get("estimated")),
     )
 
 

@@ -185,17 +185,20 @@ def test_a_queued_run_out_of_attempts_is_failed_instead_of_claimed(run, settings
     assert run.error.endswith("previous error: worker w stopped sending heartbeats")
 
 
-def test_the_llm_proposer_is_built_from_settings(settings) -> None:
+def test_the_llm_proposer_is_built_from_settings(run, settings) -> None:
     from diagnosis.engine.proposers.llm import LLMProposer
 
     settings.LLM_BASE_URL, settings.LLM_MODEL = "http://127.0.0.1:9/v1", "kernel-coder"
     settings.LLM_API_KEY, settings.LLM_TIMEOUT_S = "sk-test", 7.0
 
-    proposer = pipeline.make_proposer("llm")
+    run.proposer = "llm"
+    proposer = pipeline.make_proposer(run)
 
     assert isinstance(proposer, LLMProposer)
     assert (proposer.config.base_url, proposer.config.model) == ("http://127.0.0.1:9/v1", "kernel-coder")
     assert (proposer.config.api_key, proposer.config.timeout_s) == ("sk-test", 7.0)
-    assert pipeline.make_proposer("rules") is None  # the loop's default
+    run.proposer = "rules"
+    assert pipeline.make_proposer(run) is None  # the loop's default
+    run.proposer = "magic"
     with pytest.raises(RunFailed, match="unknown proposer 'magic'"):
-        pipeline.make_proposer("magic")
+        pipeline.make_proposer(run)

@@ -11,12 +11,14 @@ Plain Python: no Django (STYLE.md 1).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from diagnosis.engine.errors import ProposerError  # what a proposer raises: part of its interface
 from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.profile import DeviceSpec
+from diagnosis.engine.usage import LLMUsage
 from diagnosis.engine.verdict import Verdict
 
 
@@ -36,6 +38,7 @@ class Candidate:
     # as mechanism / evidence (the findings) / expected / measured (the verification).
     mechanism: str = ""  # what the rewrite changes
     expected: str = ""  # what should get faster and why, with the expected size
+    usage: LLMUsage | None = None  # what the LLM requests behind it cost (tokens, latency, price)
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,25 @@ class ProposalContext:
     history: tuple[RoundHistory, ...] = ()
     round_index: int = 0
     max_candidates: int = 1
+    # the family the round's evidence narrowed to: one rewrite family per round (None: the
+    # caller named none, e.g. a test asking a proposer directly)
+    family: Family | None = None
 
     def families_tried(self) -> set[Family]:
         return {h.family for h in self.history if h.family is not None}
 
     def failed_families(self) -> set[Family]:
         """Families whose proposals failed verification or brought no gain."""
-        return {h.family for h in self.history if h.family is not None and h.verdict.rejected}
+        return rejected_families(self.history)
+
+
+def rejected_families(history: Sequence[RoundHistory], *, by: Collection[str] | None = None) -> set[Family]:
+    """Families whose proposals failed or brought no gain (of the proposers in `by`, when given)."""
+    return {
+        h.family
+        for h in history
+        if h.family is not None and h.verdict.rejected and (by is None or h.proposer in by)
+    }
 
 
 @runtime_checkable
@@ -97,6 +112,15 @@ class Proposer(Protocol):
     def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:
         """Return revised modules for `source`; [] when nothing applies. Raise ProposerError on failure."""
         ...
+
+
+@runtime_checkable
+class FamilyPolicy(Protocol):
+    """A proposer that decides which families a parent's history rules out for it. Without one
+    the loop rules out every family that failed or brought no gain on the parent; the hybrid
+    proposer keeps a family the rules failed on open to the LLM once the rules have stalled."""
+
+    def excluded_families(self, history: Sequence[RoundHistory]) -> set[Family]: ...
 
 
 def unified_diff(before: str, after: str, *, name: str = "kernel.py") -> str:
@@ -114,9 +138,11 @@ def unified_diff(before: str, after: str, *, name: str = "kernel.py") -> str:
 __all__ = [
     "Candidate",
     "CaseShape",
+    "FamilyPolicy",
     "ProposalContext",
     "Proposer",
     "ProposerError",
     "RoundHistory",
+    "rejected_families",
     "unified_diff",
 ]

@@ -49,7 +49,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--user", default="cli", help="user recorded as owner and requester (created if needed)"
         )
-        parser.add_argument("--proposer", choices=("rules", "llm"), default="rules")
+        parser.add_argument(
+            "--proposer",
+            choices=DiagnosisRun.Proposer.values,
+            default=DiagnosisRun.Proposer.RULES,
+            help="rules, llm or hybrid (rules, then the LLM); llm and hybrid need LLM_BASE_URL and LLM_MODEL",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         path = Path(opts["file"])
