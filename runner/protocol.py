@@ -15,9 +15,29 @@ from typing import Any
 from diagnosis.engine import devices
 from diagnosis.engine.errors import JobError
 
-__all__ = ["JOBS", "JobError", "JobRequest", "JobResponse"]
+__all__ = ["JOBS", "JobError", "JobRequest", "JobResponse", "gate_file", "run_key"]
 
-JOBS = ("validate", "capture", "verify", "time", "profile", "compile")
+JOBS = ("validate", "capture", "reference", "verify", "time", "profile", "compile")
+
+# The files of the verification gate, in a reference or verify job's working directory
+# (runner/childlib/verify.py): gate/<run key>.in.kot (inputs), .out.kot (outputs),
+# .perturbed.out.kot (the verify job's output with the kernels' writes perturbed), and the
+# two files of the verify job's hand-shake with the worker before timing.
+GATE_DIR = "gate"
+GATE_READY = "ready"  # the verify job: every run's output is written
+GATE_DECISION = "decision.json"  # the worker: {"time": true | false}
+# the sensitivity check draws a case's other inputs from seed + this
+ALT_SEED_OFFSET = 1_000_003
+
+
+def run_key(label: str, seed: int, variant: str) -> str:
+    """The file stem of one run of the gate: 'case0-s1-main', 'verify2-s0-alt', 'derived0-s0-main'."""
+    return f"{label.replace(' ', '')}-s{seed}-{variant}"
+
+
+def gate_file(key: str, suffix: str) -> str:
+    """A gate file's path relative to the job's working directory (suffix: in, out, perturbed)."""
+    return f"{GATE_DIR}/{key}.{suffix}.kot"
 
 
 @dataclass

@@ -17,8 +17,14 @@ import triton.language as tl
 FORGED = {
     "ok": True,
     "job": "verify",
-    "result": {"passed": True, "cases": [], "checked": ["case 0", "verify 0"], "skipped": [],
-               "seeds": [0], "input_shapes": []},
+    "result": {
+        "passed": True,
+        "cases": [],
+        "checked": ["case 0", "verify 0"],
+        "skipped": [],
+        "seeds": [0],
+        "input_shapes": [],
+    },
 }
 
 

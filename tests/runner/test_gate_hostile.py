@@ -38,7 +38,8 @@ TABLE = [
         Attack("hostile_gate_decoy.py", "launch_independent", r"verify 0"), id="decoy-launch-torch-computes"
     ),
     pytest.param(
-        Attack("hostile_gate_one_shape.py", "incorrect|nan_mismatch", r"derived \d"), id="correct-on-one-shape-only"
+        Attack("hostile_gate_one_shape.py", "incorrect|nan_mismatch", r"derived \d"),
+        id="correct-on-one-shape-only",
     ),
     pytest.param(Attack("hostile_gate_fake_tensor.py", "type_mismatch"), id="non-tensor-posing-as-tensor"),
     pytest.param(Attack("hostile_gate_dtype_liar.py", "type_mismatch"), id="subclass-lies-about-its-dtype"),

@@ -1,8 +1,10 @@
 """Hostile and broken modules: each ends as a clean, named failure; nothing leaks; we survive.
 
-Every module runs in the real sandbox (`runner.sandbox.run_job`, device=cpu), with secrets set
-in this process's environment and a TCP listener open on 127.0.0.1 for the whole table. The
-jobs run three at a time (they mostly wait on interpreter start-up and wall-clock limits).
+Every module runs in the real sandbox (`runner.sandbox.run_job`, device=cpu; verify rows go
+through the whole gate, `Executor.verify`: its reference job, its verify job and the worker's
+comparison), with secrets set in this process's environment and a TCP listener open on
+127.0.0.1 for the whole table. The jobs run three at a time (they mostly wait on interpreter
+start-up and wall-clock limits). The gate's own attacks are in test_gate_hostile.py.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from diagnosis.engine.executor import VerifyOutcome
+from runner.execute import Executor
 from runner.protocol import JobRequest
 from runner.sandbox import Limits, SandboxResponse, run_job
+
+Answer = SandboxResponse | VerifyOutcome  # a verify row's answer is the gate's outcome
 
 MODULES = Path(__file__).resolve().parent.parent / "modules"
 SECRETS = {
@@ -126,14 +132,31 @@ def _prepare(case: Hostile, tmp: Path, port: int) -> str:
     return str(source)
 
 
+def _text(answer: Answer) -> str:
+    """Everything an answer says, stderr included (where a leaked secret would show)."""
+    if isinstance(answer, VerifyOutcome):
+        return repr(answer)
+    return answer.dumps() + answer.stderr_tail
+
+
+def _stderr(answer: Answer) -> str:
+    if isinstance(answer, VerifyOutcome):
+        return answer.error.stderr_tail if answer.error else ""
+    return answer.stderr_tail
+
+
 @pytest.fixture(scope="module")
-def outcomes(listener: Listener, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SandboxResponse]:
+def outcomes(listener: Listener, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Answer]:
     """Run the whole table once, three at a time, with secrets in our environment."""
     tmp = tmp_path_factory.mktemp("hostile")
     cases = [p.values[0] for p in TABLE]
 
-    def run(case: Hostile) -> tuple[str, SandboxResponse]:
-        request = JobRequest(job=case.job, module=_prepare(case, tmp, listener.port), device="cpu", seeds=[0])
+    def run(case: Hostile) -> tuple[str, Answer]:
+        path = _prepare(case, tmp, listener.port)
+        if case.job == "verify":
+            executor = Executor("cpu", limits=case.limits)
+            return case.module, executor.verify(path, seeds=(0,), time=False)
+        request = JobRequest(job=case.job, module=path, device="cpu", seeds=[0])
         return case.module, run_job(request, limits=case.limits or Limits.for_job(case.job, "cpu"))
 
     with pytest.MonkeyPatch.context() as mp:
@@ -144,19 +167,19 @@ def outcomes(listener: Listener, tmp_path_factory: pytest.TempPathFactory) -> di
 
 
 @pytest.mark.parametrize("case", TABLE)
-def test_it_ends_as_a_clean_named_failure(case: Hostile, outcomes: dict[str, SandboxResponse]) -> None:
+def test_it_ends_as_a_clean_named_failure(case: Hostile, outcomes: dict[str, Answer]) -> None:
     response = outcomes[case.module]
     assert not response.ok
     assert response.error is not None
     assert re.fullmatch(case.kind, response.error.kind), (response.error.kind, response.error.message)
     assert response.error.message
-    everything = response.dumps() + response.stderr_tail
+    everything = _text(response)
     for value in SECRETS.values():
         assert value not in everything
 
 
 def test_the_test_process_is_alive_and_its_secrets_are_unchanged(
-    outcomes: dict[str, SandboxResponse],
+    outcomes: dict[str, Answer],
 ) -> None:
     assert outcomes  # the table ran
     assert os.getpid() > 0
@@ -164,14 +187,14 @@ def test_the_test_process_is_alive_and_its_secrets_are_unchanged(
         assert os.environ.get(name) != "changed"
 
 
-def test_the_module_saw_a_scrubbed_environment(outcomes: dict[str, SandboxResponse]) -> None:
+def test_the_module_saw_a_scrubbed_environment(outcomes: dict[str, Answer]) -> None:
     message = outcomes["hostile_env.py"].error.message  # type: ignore[union-attr]
     assert "'PATH'" in message and "'HOME'" in message  # it did print what it saw
     for name in SECRETS:
         assert f"'{name}'" not in message
 
 
-def test_no_connection_reached_the_parent(outcomes: dict[str, SandboxResponse], listener: Listener) -> None:
+def test_no_connection_reached_the_parent(outcomes: dict[str, Answer], listener: Listener) -> None:
     response = outcomes["hostile_socket.py"]
     if response.network != "isolated":
         pytest.skip(f"no network namespace on this machine: {response.network}")
@@ -179,17 +202,18 @@ def test_no_connection_reached_the_parent(outcomes: dict[str, SandboxResponse], 
     assert "network error" in response.error.message  # type: ignore[union-attr]
 
 
-def test_a_forged_response_on_stdout_goes_to_stderr(outcomes: dict[str, SandboxResponse]) -> None:
+def test_a_forged_response_on_stdout_goes_to_stderr(outcomes: dict[str, Answer]) -> None:
     response = outcomes["hostile_os_system.py"]
-    assert "FORGED_BY_OS_SYSTEM" in response.stderr_tail
-    assert "forged" not in json.dumps(response.result)
+    assert isinstance(response, VerifyOutcome)
+    assert "FORGED_BY_OS_SYSTEM" in _stderr(response)
+    assert "forged" not in json.dumps([c.label for c in response.cases]) and not response.passed
     assert "FORGED" not in response.error.message  # type: ignore[union-attr]
 
 
-def test_the_wall_clock_kills_the_grandchildren_too(outcomes: dict[str, SandboxResponse]) -> None:
+def test_the_wall_clock_kills_the_grandchildren_too(outcomes: dict[str, Answer]) -> None:
     response = outcomes["hostile_forward_loop.py"]
-    match = re.search(r"GRANDCHILD_PID=(\d+)", response.stderr_tail)
-    assert match, response.stderr_tail[-500:]
+    match = re.search(r"GRANDCHILD_PID=(\d+)", _stderr(response))
+    assert match, _stderr(response)[-500:]
     assert not Path(f"/proc/{match.group(1)}").exists() or _is_zombie(int(match.group(1)))
 
 
@@ -210,7 +234,7 @@ def _is_zombie(pid: int) -> bool:
     ],
 )
 def test_the_error_names_the_line_of_the_uploaded_file(
-    module: str, marker: str, outcomes: dict[str, SandboxResponse]
+    module: str, marker: str, outcomes: dict[str, Answer]
 ) -> None:
     lines = (MODULES / module).read_text().splitlines()
     expected = next(i for i, text in enumerate(lines, start=1) if marker in text)
