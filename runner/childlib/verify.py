@@ -21,10 +21,10 @@ The gate is three pieces in three places:
    - every timed case launched at least one Triton kernel (`no_triton_launch`);
    - on the first seed, its output changes where the reference's does when the inputs are
      drawn from another seed (`constant_output`: cached or stored answers);
-   - on the verify cases of the first seed (the smallest timed case when there are none),
-     its output changes when every tensor argument the kernels wrote has the written
-     elements perturbed after each launch (`launch_independent`: a decoy launch beside a
-     PyTorch computation).
+   - on the verify and derived cases of the first seed (the smallest timed case when there
+     are none), its output changes when every tensor argument the kernels wrote has the
+     written elements perturbed after each launch (`launch_independent`: a decoy launch
+     beside a PyTorch computation).
    When the module has no `get_verify_inputs()`, odd-shaped cases derived from its first case
    are checked too (runner/childlib/derive.py; the outcome's notes say which, or why none).
 
