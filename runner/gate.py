@@ -9,7 +9,7 @@ for the whole gate and its threat model). `runner.execute.Executor.verify` drive
    private directory (0700) that no job directory contains;
 2. `plan(...)` lists the verify job's runs (case, seed, variant) and the runs to repeat with
    the kernels' writes perturbed; `stage_inputs` copies those runs' inputs into the job's
-   directory;
+   directory (gate-in/; never anything of the reference's outputs);
 3. `judge(...)` reads what the verify job wrote, strictly (runner.tensordata), and compares it
    with the reference (runner.compare); the JSON the job answered contributes only its launch
    records, the perturbation's bookkeeping and the timings. `Decider` judges the same files
@@ -40,6 +40,7 @@ from runner.protocol import (
     ALT_SEED_OFFSET,
     GATE_DECISION,
     GATE_DIR,
+    GATE_INPUTS,
     GATE_READY,
     JobError,
     JobRequest,
@@ -236,7 +237,7 @@ def absorb(ref: ReferenceSet | None, result: Any, workdir: Path, store: Path, ne
             key = run_key(spec.label, seed, variant)
             output = tensordata.read(str(workdir / gate_file(key, "out")))
             kept = store / f"{key}.in.kot"
-            os.replace(workdir / gate_file(key, "in"), kept)
+            shutil.copyfile(workdir / gate_file(key, "in"), kept)  # a copy: the job's directory is its own
             ref.runs[(spec.label, seed, variant)] = RefRun(
                 spec, seed, variant, kept, output, int(raw.get("flops", 0)), int(raw.get("bytes", 0)),
                 str(raw.get("dtype", "float32")),
@@ -326,9 +327,9 @@ def plan(ref: ReferenceSet, seeds: Sequence[int], options: Mapping[str, Any], *,
 
 def stage_inputs(p: Plan, jobdir: Path) -> None:
     """Copy the plan's inputs into the verify job's directory (copies: the job may write there)."""
-    (jobdir / GATE_DIR).mkdir(parents=True, exist_ok=True)
+    (jobdir / GATE_INPUTS).mkdir(parents=True, exist_ok=True)
     for r in p.runs:
-        shutil.copyfile(r.ref.input_path, jobdir / gate_file(r.key, "in"))
+        shutil.copyfile(r.ref.input_path, jobdir / gate_file(r.key, "in", GATE_INPUTS))
 
 
 # ---------------------------------------------------------------- the verdict
@@ -634,7 +635,7 @@ class Decider:
                 self.ref, self.plan, None, self.jobdir, override=self.override, memo=self.memo, final=False
             )
             self.decided = verdict.error is None
-            tmp = self.jobdir / GATE_DIR / (GATE_DECISION + ".part")
+            tmp = self.jobdir / GATE_INPUTS / (GATE_DECISION + ".part")
             tmp.write_text(json.dumps({"time": self.decided}))
-            os.replace(tmp, self.jobdir / GATE_DIR / GATE_DECISION)
+            os.replace(tmp, self.jobdir / GATE_INPUTS / GATE_DECISION)
             return

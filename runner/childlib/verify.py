@@ -75,8 +75,8 @@ Threat model (what each piece must assume, and what still holds against it):
 The verify job's plan comes in `options["gate"]` (runner/gate.py builds it): the runs (case,
 seed, variant and the bytes to poison), the runs to repeat perturbed, whether to wait for the
 worker's decision before timing (so a candidate that fails is not timed), and the timed cases'
-work. Inputs are read from gate/<run>.in.kot and outputs written to gate/<run>.out.kot in the
-job's directory.
+work. Inputs are read from gate-in/<run>.in.kot, outputs written to gate/<run>.out.kot in the
+job's directory (runner.protocol).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ from runner.childlib.module import build_models, to_device
 from runner.childlib.phases import phase
 from runner.childlib.timing import time_cases
 from runner.errors import JobFailed
-from runner.protocol import GATE_DECISION, GATE_DIR, GATE_READY, JobRequest, gate_file
+from runner.protocol import GATE_DECISION, GATE_DIR, GATE_INPUTS, GATE_READY, JobRequest, gate_file
 
 DECISION_TIMEOUT_S = 300.0
 
@@ -215,7 +215,7 @@ def _build(
 
 def _inputs(key: str, backend: Backend) -> list[Any]:
     try:
-        value = tensordata.read(gate_file(key, "in"))
+        value = tensordata.read(gate_file(key, "in", GATE_INPUTS))
     except tensordata.BadTensorData as exc:
         raise JobFailed("bad_request", f"the inputs of run {key}: {exc}") from exc
     if not isinstance(value, list):
@@ -229,7 +229,7 @@ def _await_decision(plan: Plan) -> bool | None:
     with open(os.path.join(GATE_DIR, GATE_READY), "w") as fh:
         fh.write("ready\n")
     deadline = time.monotonic() + plan.decision_timeout_s
-    path = os.path.join(GATE_DIR, GATE_DECISION)
+    path = os.path.join(GATE_INPUTS, GATE_DECISION)
     while time.monotonic() < deadline:
         try:
             with open(path, encoding="utf-8") as fh:

@@ -314,7 +314,7 @@ def test_a_jobs_directory_holds_the_inputs_and_never_the_reference_outputs(
     assert ref is not None
     plan = gate.plan(ref, [0], opts, decision=False)
     gate.stage_inputs(plan, tmp_path)
-    names = sorted(p.name for p in (tmp_path / "gate").iterdir())
+    names = sorted(p.name for p in (tmp_path / "gate-in").iterdir())
     assert names and all(n.endswith(".in.kot") for n in names)
     assert "verify0-s0-alt.in.kot" in names  # the sensitivity check's other inputs
     assert [r.key for r in plan.perturb] == ["verify0-s0-main"]
