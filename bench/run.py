@@ -223,7 +223,9 @@ def final_check(executor: Executor, result: LoopResult, args: argparse.Namespace
     with tempfile.TemporaryDirectory(prefix="kernelopt-final-") as tmp:
         path = Path(tmp) / "best.py"
         path.write_text(result.best_source)
-        outcome = executor.verify(str(path), seeds=list(FINAL_CHECK_SEEDS), time=False)
+        initial = Path(tmp) / "initial.py"  # the reference: never the promoted candidate's own Model
+        initial.write_text(result.initial_source)
+        outcome = executor.verify(str(path), seeds=list(FINAL_CHECK_SEEDS), time=False, reference=str(initial))
     return ("ok" if outcome.ok and outcome.passed else "incorrect"), outcome.device_s
 
 

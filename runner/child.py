@@ -12,7 +12,8 @@ write files instead of stdin/stdout. `--phase-fd N` is the sandbox's phase pipe:
 there when the module's import and its get_inputs()-style calls start and end, and the parent
 kills a job that hangs in one (runner.sandbox: `Limits.quick_s`).
 
-Jobs: validate, capture, verify, time, profile, compile (the last dispatched to
+Jobs: validate, capture, reference and verify (the two halves of the verification gate, see
+runner/childlib/verify.py), time, profile, compile (the last dispatched to
 `runner.childlib.compile.compile_job`, imported only when asked for).
 """
 
@@ -36,7 +37,7 @@ OPTIONAL_NAMES = ("get_input_cases", "get_verify_inputs")
 TRACEBACK_LIMIT = 8000
 # Jobs that run (or record) kernels on cpu go through the Triton interpreter; the compile job
 # compiles ahead of time and needs real JITFunctions, so it never interprets.
-INTERPRETED_JOBS = frozenset({"validate", "capture", "verify", "time", "profile"})
+INTERPRETED_JOBS = frozenset({"validate", "capture", "reference", "verify", "time", "profile"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +118,10 @@ def run(req: JobRequest) -> dict[str, Any]:
             import_torch()
         import torch  # noqa: F401
         import triton  # noqa: F401
+
+        from runner import tensordata
+
+        tensordata.capture()  # before any upload is imported: see runner.tensordata
     if req.job == "compile":
         from runner.childlib.compile import compile_job  # only this job pays for its imports
 
@@ -138,6 +143,10 @@ def run(req: JobRequest) -> dict[str, Any]:
         from runner.childlib.profiling import profile_job
 
         return profile_job(req, backend, module)
+    if req.job == "reference":  # the gate's reference half: no candidate is ever loaded here
+        from runner.childlib.reference import reference_job
+
+        return reference_job(req, backend, module)
     with phase("load"), watched("import"):
         candidate = load(req.candidate, "kernelopt_candidate") if req.candidate else None
     if req.job == "verify":

@@ -22,22 +22,38 @@ KINDS: dict[str, str] = {
     "exception": "user code raised while running (forward, constructor, sys.exit, ...)",
     "shape_mismatch": "ModelNew's output has another structure or shape than Model's",
     "dtype_mismatch": "ModelNew's output has another dtype than Model's",
+    "type_mismatch": "ModelNew returned something other than a plain torch.Tensor where Model returns one "
+    "(a subclass, an object posing as a tensor, a number)",
+    "device_mismatch": "ModelNew's output is on another device than the job's",
     "nan_mismatch": "NaN or Inf where the reference has none, or the other way round",
     "incorrect": "the output differs from the reference beyond the dtype's tolerance",
     "no_triton_launch": "ModelNew.forward launched no Triton kernel",
     "constant_output": "ModelNew's output did not change when its input changed",
+    "launch_independent": "ModelNew's output did not change when what its Triton kernels wrote was "
+    "perturbed (a decoy launch beside another computation)",
     "device_error": "the device failed or is missing (CUDA error, illegal address, no torch_npu)",
     "oom": "out of memory (host or device), including the address-space limit",
     "timeout": "the job ran past its wall-clock or CPU-time limit and was killed",
     "crashed": "the child died without answering (signal, os._exit, interpreter abort)",
-    "bad_output": "the child's stdout was not one job response (garbage, or over the size cap)",
+    "bad_output": "the child's stdout was not one job response (garbage, or over the size cap), or "
+    "the verify job did not hand back the tensor data of a run",
     "unavailable": "the job is not available here (e.g. no ahead-of-time compile for this target)",
     "sandbox_error": "the sandbox could not start the child (bad interpreter path, ...)",
 }
 
 # Kinds that mean "the candidate is wrong", as opposed to "it could not be judged".
 GATE_KINDS = frozenset(
-    {"shape_mismatch", "dtype_mismatch", "nan_mismatch", "incorrect", "no_triton_launch", "constant_output"}
+    {
+        "shape_mismatch",
+        "dtype_mismatch",
+        "type_mismatch",
+        "device_mismatch",
+        "nan_mismatch",
+        "incorrect",
+        "no_triton_launch",
+        "constant_output",
+        "launch_independent",
+    }
 )
 
 
@@ -67,6 +83,13 @@ class JobFailed(RunnerError):
     ) -> None:
         super().__init__(message, kind=kind, line=line)
         self.result = result
+
+
+class BadTensorData(RunnerError):
+    """A tensor data file (runner.tensordata) that does not follow the format or is over its cap:
+    whatever a job hands back that way is refused, never half-read."""
+
+    kind = "bad_output"
 
 
 class DeviceUnavailable(RunnerError):

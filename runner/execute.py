@@ -12,8 +12,11 @@ child job's wall time is recorded in `Executor.costs`.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from diagnosis.engine import devices, sol
@@ -35,7 +38,8 @@ from diagnosis.engine.executor import (
 from diagnosis.engine.ir import CompileResult
 from diagnosis.engine.profile import ProfileResult
 from diagnosis.engine.verdict import TimingVerdict
-from runner.protocol import JobRequest
+from runner import gate
+from runner.protocol import JobError, JobRequest
 from runner.sandbox import Limits, SandboxResponse, child_python, run_job
 
 # ---------------------------------------------------------------- policy on raw numbers
@@ -149,6 +153,7 @@ def _case_check(raw: Mapping[str, Any], timing: TimingComparison | None) -> Case
         launches=int(raw.get("launches", 0)),
         kernels=tuple(raw.get("kernels") or ()),
         sensitivity=str(raw.get("sensitivity", "")),
+        launch_dependence=str(raw.get("launch_dependence", "")),
         bytes=int(raw.get("bytes", 0)),
         flops=int(raw.get("flops", 0)),
         dtype=str(raw.get("dtype", "")),
@@ -173,6 +178,12 @@ class Executor:
     `runner.sandbox.child_python`). limits: one `Limits` for every job, or a mapping job ->
     Limits; jobs not in it get `Limits.for_job`. cache_dir: a Triton cache shared by this
     executor's jobs (one run), so a kernel compiled by `verify` is not compiled again by `time`.
+
+    The verification gate's reference data (runner.gate.GateStore) lives as long as the
+    executor: one reference job per reference module, cases and seeds, whatever the number of
+    candidates. `decide_before_timing`: whether a timed verify job waits for the worker's
+    verdict on its outputs before it times (None: on devices that time, so a candidate that
+    fails costs no timing).
     """
 
     def __init__(
@@ -190,6 +201,12 @@ class Executor:
         self.limits = limits
         self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
         self.costs: list[JobCost] = []
+        self.gate = gate.GateStore()
+        self.decide_before_timing: bool | None = None
+
+    def close(self) -> None:
+        """Drop the gate's reference data now (else when the executor is garbage collected)."""
+        self.gate.close()
 
     # -- accounting
 
@@ -210,13 +227,17 @@ class Executor:
             return self.limits[job]
         return Limits.for_job(job, self.device)
 
-    def run(self, request: JobRequest, *, python: str | None = None) -> SandboxResponse:
-        """Run one raw request in the sandbox (under `python`, default the executor's); record its cost."""
+    def run(
+        self, request: JobRequest, *, python: str | None = None, workdir: str | os.PathLike[str] | None = None
+    ) -> SandboxResponse:
+        """Run one raw request in the sandbox (under `python`, default the executor's); record its
+        cost. workdir: the job's working directory, kept for the caller (default: a fresh one)."""
         started_at = time.time()
         response = run_job(
             request,
             limits=self.limits_for(request.job),
             python=python or self.python,
+            workdir=workdir,
             triton_cache_dir=self.cache_dir,
         )
         phases = dict(response.phases)
@@ -282,42 +303,102 @@ class Executor:
         cases: Sequence[int] | None = None,
         time: bool = True,
         options: JobOptions | None = None,
+        reference: str | None = None,
     ) -> VerifyOutcome:
         """The verification gate of `candidate_path` (default: the parent's own ModelNew) against
-        the parent's Model, then (on a device, `time=True`) timing against the parent.
+        the Model of `reference` (default: the parent; the loop passes the run's initial upload),
+        then (on a device, `time=True`) timing against the parent.
+
+        Two child jobs: the reference job (once per reference module, cases and seeds: its
+        outputs stay in this executor) and the verify job, which runs the candidate on the
+        reference's inputs and hands its outputs back as data; the comparison happens here
+        (runner.gate, runner/childlib/verify.py).
 
         options: cpu_max_elements (cpu case size limit, default 2**16), tolerance
         ({atol, rtol, l2} override), timed_case_seeds (check the timed cases on the first N
         seeds only; verify cases always get every seed), rounds / warmup_ms / rep_ms (timing).
         """
-        opts = {"time": time, **(options or {})}
-        response = self.run(
-            self._request(
-                "verify",
-                parent_path,
-                candidate=candidate_path,
-                seeds=list(seeds),
-                cases=list(cases) if cases is not None else None,
-                options=opts,
-            )
-        )
-        result = response.result or {}
-        timing = timing_comparison(result.get("timing")) if response.ok else None
-        passed = response.ok and bool(result.get("passed"))
+        opts: dict[str, Any] = {"time": time, **(options or {})}
+        seeds = list(seeds) or [0]
+        ref_path = os.path.abspath(reference or parent_path)
+        ran: list[SandboxResponse] = []
+
+        def run_reference(request: JobRequest, workdir: str) -> SandboxResponse:
+            ran.append(self.run(request, workdir=workdir))
+            return ran[-1]
+
+        def reference_request(need: gate.Need) -> JobRequest:
+            return self._request(
+                "reference", ref_path, seeds=need.seeds, cases=list(cases) if cases is not None else None,
+                options={**opts, "timed_seeds": need.timed_seeds, "alt_seeds": need.alt_seeds},
+            )  # fmt: skip
+
+        key = gate.GateStore.key(ref_path, self.device, cases, opts)
+        refset, failed = self.gate.reference(run_reference, reference_request, key, seeds, opts)
+        if refset is None:
+            assert failed is not None
+            return self._verify_outcome(failed, failed.result or {}, failed.error, ran, seeds)
+        decide = self.decide_before_timing
+        if decide is None:
+            decide = self.kind.accelerator
+        plan = gate.plan(refset, seeds, opts, decision=bool(decide and time))
+        jobdir = Path(tempfile.mkdtemp(prefix="kernelopt-job-"))
+        decider = None
+        try:
+            gate.stage_inputs(plan, jobdir)
+            request = self._request(
+                "verify", parent_path, candidate=candidate_path, seeds=seeds,
+                cases=list(cases) if cases is not None else None, options={**opts, "gate": plan.to_json()},
+            )  # fmt: skip
+            if plan.decision:
+                decider = gate.Decider(refset, plan, jobdir, override=opts.get("tolerance"))
+                decider.start()
+            try:
+                response = self.run(request, workdir=jobdir)
+            finally:
+                if decider is not None:
+                    decider.stop()
+            ran.append(response)
+            verdict = gate.judge(
+                refset, plan, response, jobdir, override=opts.get("tolerance"),
+                memo=decider.memo if decider is not None else None,
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(jobdir, ignore_errors=True)
+        return self._verify_outcome(response, verdict.result, verdict.error, ran, seeds)
+
+    def _verify_outcome(
+        self,
+        response: SandboxResponse,
+        result: Mapping[str, Any],
+        error: JobError | None,
+        ran: Sequence[SandboxResponse],
+        seeds: Sequence[int],
+    ) -> VerifyOutcome:
+        """The gate's outcome: `result` and `error` are the trusted side's (runner.gate.judge), or
+        a failed reference job's; wall and device time are those of every job this call ran."""
+        passed = error is None and bool(result.get("passed"))
+        timing = None
         if passed:
-            outcome_verdict = timing.verdict if timing is not None else TimingVerdict.UNTIMED
-        else:
-            outcome_verdict = TimingVerdict.FAILED
+            try:
+                timing = timing_comparison(result.get("timing"))
+            except (TypeError, ValueError, KeyError, AttributeError):  # the verify job's JSON is not trusted
+                timing = TimingComparison(timed=False, reason="the verify job's timing record is malformed")
+        outcome_verdict = (timing.verdict if timing is not None else TimingVerdict.UNTIMED) if passed else TimingVerdict.FAILED
+        wall = round(sum(r.wall_s for r in ran), 3)
+        base = {**self._base(response), "ok": error is None, "error": error, "wall_s": wall,
+                "device_s": wall if self.kind.accelerator else 0.0}  # fmt: skip
         return VerifyOutcome(
-            **self._base(response),
+            **base,
             passed=passed,
             verdict=outcome_verdict,
-            reason="" if passed else (response.error.kind if response.error else "failed"),
+            reason="" if passed else (error.kind if error else "failed"),
             cases=[_case_check(c, timing) for c in result.get("cases", ())],
             checked=list(result.get("checked", ())),
             skipped=list(result.get("skipped", ())),
             input_cases=tuple(_input_case(c) for c in result.get("input_shapes", ())),
             seeds=list(result.get("seeds", seeds)),
+            notes=tuple(str(n) for n in result.get("notes", ())),
             timing=timing,
             faster=bool(timing and timing.faster),
             suspect=bool(timing and timing.suspect),

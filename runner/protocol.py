@@ -15,9 +15,33 @@ from typing import Any
 from diagnosis.engine import devices
 from diagnosis.engine.errors import JobError
 
-__all__ = ["JOBS", "JobError", "JobRequest", "JobResponse"]
+__all__ = ["JOBS", "JobError", "JobRequest", "JobResponse", "gate_file", "run_key"]
 
-JOBS = ("validate", "capture", "verify", "time", "profile", "compile")
+JOBS = ("validate", "capture", "reference", "verify", "time", "profile", "compile")
+
+# The files of the verification gate (runner/childlib/verify.py), relative to a job's working
+# directory. What a job writes goes to GATE_DIR, which the job makes itself (so it is the job's
+# own, whatever uid the sandbox runs it as): the reference job's gate/<run key>.in.kot (inputs)
+# and .out.kot (Model's outputs); the verify job's .out.kot and .perturbed.out.kot (ModelNew's
+# outputs, plain and with the kernels' writes perturbed) and its READY marker. What the worker
+# hands a verify job goes to GATE_INPUTS, which the worker makes: the inputs
+# (gate-in/<run key>.in.kot) and the DECISION on whether to time.
+GATE_DIR = "gate"
+GATE_INPUTS = "gate-in"
+GATE_READY = "ready"  # the verify job: every run's output is written
+GATE_DECISION = "decision.json"  # the worker: {"time": true | false}
+# the sensitivity check draws a case's other inputs from seed + this
+ALT_SEED_OFFSET = 1_000_003
+
+
+def run_key(label: str, seed: int, variant: str) -> str:
+    """The file stem of one run of the gate: 'case0-s1-main', 'verify2-s0-alt', 'derived0-s0-main'."""
+    return f"{label.replace(' ', '')}-s{seed}-{variant}"
+
+
+def gate_file(key: str, suffix: str, directory: str = GATE_DIR) -> str:
+    """A gate file's path relative to the job's working directory (suffix: in, out, perturbed)."""
+    return f"{directory}/{key}.{suffix}.kot"
 
 
 @dataclass

@@ -150,8 +150,8 @@ class TimingComparison:
 class CaseCheck:
     """One checked case of the verification gate (worst over seeds), with its timing if timed."""
 
-    label: str  # 'case 0' (timed case) or 'verify 2' (get_verify_inputs case)
-    kind: str  # 'timed' or 'verify'
+    label: str  # 'case 0' (timed case), 'verify 2' (get_verify_inputs case), 'derived 0'
+    kind: str  # 'timed', 'verify' or 'derived' (an odd-shaped case the gate derived from case 0)
     index: int
     numel: int
     seeds: tuple[int, ...]
@@ -170,6 +170,9 @@ class CaseCheck:
     autotune_choices: tuple[str, ...] = ()  # the config @triton.autotune chose, per autotuned launch
     # kernel -> its integer arguments at the case's first launch of it
     launch_ints: dict[str, dict[str, int]] = field(default_factory=dict)
+    # whether the output moved when what the Triton kernels wrote was perturbed (first seed,
+    # verify cases): 'changes when the kernels' writes are perturbed (...)', 'not checked', ...
+    launch_dependence: str = ""
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,8 @@ class VerifyOutcome(Outcome):
     skipped: list[dict[str, Any]] = field(default_factory=list)  # too large for the device (cpu)
     seeds: list[int] = field(default_factory=list)
     input_cases: tuple[InputCase, ...] = ()  # every case, timed then verify
+    # what the gate did beyond the module's cases: the odd-shaped cases it derived, or why none
+    notes: tuple[str, ...] = ()
     timing: TimingComparison | None = None
     faster: bool = False
     suspect: bool = False
@@ -238,9 +243,11 @@ class Executor(Protocol):
         cases: Sequence[int] | None = None,
         time: bool = True,
         options: JobOptions | None = None,
+        reference: str | None = None,
     ) -> VerifyOutcome:
-        """The gate of `candidate_path` (default: the parent's own ModelNew) against the parent's
-        Model and, with `time`, its timing against the parent in the same process."""
+        """The gate of `candidate_path` (default: the parent's own ModelNew) against the Model of
+        `reference` (default: the parent) and, with `time`, its timing against the parent in the
+        same process."""
         ...
 
     def profile(

@@ -655,8 +655,11 @@ class _Loop:
                 message=f"the candidate changes what it is judged against: {', '.join(changed)}",
             )
         path = self._write(cand.source)
+        # judged against the initial upload's Model and inputs, whose reference outputs the
+        # executor computed once for the baseline: no promoted candidate's file is ever the reference
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
-                                   time=self.timing_device, options=self.config.verify_options)  # fmt: skip
+                                   time=self.timing_device, options=self.config.verify_options,
+                                   reference=self._write(self.initial_source))  # fmt: skip
         if self.gate_profiles and out.profile is not None:
             # the candidate's profile came with its gate: if it wins, tier 1 reads it from here
             self.profile_cache[sha256(cand.source)] = out
@@ -689,6 +692,7 @@ class _Loop:
             case_rounds=case_rounds,
             suspect=out.suspect,
             autotune_choices=tuple((c.label, c.autotune_choices) for c in out.cases if c.autotune_choices),
+            gate_notes=out.notes,
         )
 
     def _judge(self, outcome: CandidateOutcome) -> tuple[Verdict, str]:
@@ -737,8 +741,8 @@ def _case_shapes(inputs: Sequence[InputCase]) -> tuple[CaseShape, ...]:
 def _with_launch_ints(shapes: tuple[CaseShape, ...], checks: Sequence[CaseCheck]) -> tuple[CaseShape, ...]:
     """The CaseShape records with the integer launch arguments the verify job recorded per case
     (a check's index counts within its kind, a CaseShape's over timed then verify cases)."""
-    recorded = {
-        (c.kind == "timed", c.index): c.launch_ints for c in checks if c.launch_ints
+    recorded = {  # derived cases (the gate's own odd shapes) have no CaseShape
+        (c.kind == "timed", c.index): c.launch_ints for c in checks if c.launch_ints and c.kind != "derived"
     }
     n_timed = sum(1 for s in shapes if s.timed)
     out = []

@@ -191,6 +191,9 @@ class CandidateOutcome:
     device_s: float = 0.0
     # (case label, what @triton.autotune chose there): evidence for a launch-config rewrite
     autotune_choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # what the gate checked beyond the module's cases: the odd-shaped cases it derived, or why
+    # none could be (VerifyOutcome.notes)
+    gate_notes: tuple[str, ...] = ()
 
     @property
     def timed(self) -> bool:

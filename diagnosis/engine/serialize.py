@@ -259,7 +259,7 @@ def outcome_json(o: CandidateOutcome | None) -> JSON | None:
     """The report's layout: one list per field, in case order."""
     if o is None:
         return None
-    return {
+    out: JSON = {
         "correct": o.correct,
         "error_kind": o.error_kind,
         "message": o.message,
@@ -278,6 +278,9 @@ def outcome_json(o: CandidateOutcome | None) -> JSON | None:
         "device_s": rounded(o.device_s, 3),
         "autotune_choices": {label: list(c) for label, c in o.autotune_choices},
     }
+    if o.gate_notes:  # only where the gate said something: reports written before it read the same
+        out["gate_notes"] = list(o.gate_notes)
+    return out
 
 
 def outcome_from_json(d: Mapping[str, Any] | None) -> CandidateOutcome | None:
@@ -298,6 +301,7 @@ def outcome_from_json(d: Mapping[str, Any] | None) -> CandidateOutcome | None:
         wall_s=float(d.get("wall_s") or 0.0),
         device_s=float(d.get("device_s") or 0.0),
         autotune_choices=_choices(d.get("autotune_choices")),
+        gate_notes=_notes(d.get("gate_notes")),
     )
 
 
@@ -318,7 +322,7 @@ def verification_json(o: CandidateOutcome) -> JSON:
         if chosen.get(f"case {c.index}"):
             row["autotune_choice"] = "; ".join(chosen[f"case {c.index}"])
         cases.append(row)
-    return {
+    stored: JSON = {
         "correct": o.correct,
         "error_kind": o.error_kind,
         "message": o.message,
@@ -331,6 +335,9 @@ def verification_json(o: CandidateOutcome) -> JSON:
         "wall_s": o.wall_s,
         "device_s": o.device_s,
     }
+    if o.gate_notes:
+        stored["gate_notes"] = list(o.gate_notes)
+    return stored
 
 
 def verification_from_json(d: object) -> CandidateOutcome | None:
@@ -358,7 +365,13 @@ def verification_from_json(d: object) -> CandidateOutcome | None:
         wall_s=float(d.get("wall_s") or 0.0),
         device_s=float(d.get("device_s") or 0.0),
         autotune_choices=_choices(d.get("autotune_choices")),
+        gate_notes=_notes(d.get("gate_notes")),
     )
+
+
+def _notes(d: object) -> tuple[str, ...]:
+    """The gate's notes; rows stored before the gate kept notes decode with none."""
+    return tuple(str(n) for n in d) if isinstance(d, list) else ()
 
 
 def _padded(values: Sequence[Any], cases: Sequence[CaseTiming]) -> list[Any]:

@@ -240,10 +240,82 @@ def _canonical_grid(grid: Any, bound_args: dict) -> tuple[int, int, int]:
     return (grid + (1, 1, 1))[:3]  # type: ignore[return-value]
 
 
+class Perturber:
+    """The launch-dependence probe of the gate: after each launch, every tensor argument whose
+    contents the kernel changed gets those elements perturbed (floats moved by 0.5-1.5 times
+    |value| + 1, either sign; integers and bools with their lowest bit flipped), so that an
+    output the Triton kernels really compute changes, and one PyTorch computes beside a decoy
+    launch does not (runner/childlib/verify.py). Only the changed elements move: data the
+    kernel merely read stays as it was.
+    """
+
+    SEED = 0x5EED
+
+    def __init__(self, synchronize: Any) -> None:
+        self.synchronize = synchronize
+        self.buffers = 0  # tensor arguments a launch changed, and that were perturbed
+        self.elements = 0
+        self._generators: dict[str, Any] = {}
+
+    def around(self, launch: Any, args: tuple, kwargs: dict) -> Any:
+        tensors = _tensor_args(args, kwargs)
+        before = [t.clone() for t in tensors]
+        result = launch()
+        self.synchronize()
+        for t, old in zip(tensors, before, strict=True):
+            bits = _BITS.get(t.element_size())
+            if bits is None or t.is_complex():
+                continue
+            view = t.view(bits)
+            mask = old.view(bits) != view
+            n = int(mask.sum())
+            if n:
+                view[mask] = self._moved(t, view[mask])
+                self.buffers += 1
+                self.elements += n
+        return result
+
+    def _moved(self, t: Any, bits: Any) -> Any:
+        import torch
+
+        if t.dtype == torch.bool or not t.is_floating_point():
+            return bits ^ 1
+        gen = self._generators.get(str(t.device))
+        if gen is None:
+            gen = self._generators[str(t.device)] = torch.Generator(device=t.device).manual_seed(self.SEED)
+        value = bits.view(t.dtype).float()
+        size = torch.rand(value.shape, generator=gen, device=t.device) + 0.5
+        sign = torch.where(torch.rand(value.shape, generator=gen, device=t.device) < 0.5, -1.0, 1.0)
+        return (value + sign * size * (value.abs() + 1.0)).to(t.dtype).view(bits.dtype)
+
+
+def _bits_dtypes() -> dict[int, Any]:
+    import torch
+
+    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+_BITS = _bits_dtypes()
+
+
+def _tensor_args(args: tuple, kwargs: dict) -> list[Any]:
+    """The distinct tensors among a launch's arguments."""
+    import torch
+
+    seen: set[int] = set()
+    out = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor) and id(value) not in seen:
+            seen.add(id(value))
+            out.append(value)
+    return out
+
+
 class Recorder:
-    def __init__(self, target: GPUTarget, execute: bool) -> None:
+    def __init__(self, target: GPUTarget, execute: bool, perturber: Perturber | None = None) -> None:
         self.target = target
         self.execute = execute
+        self.perturber = perturber
         self.launches: list[Launch] = []
         self.case: int | None = None
         self._autotune_configs = 0
@@ -295,15 +367,27 @@ def _decorator_lines(fn: Any) -> int:
 
 
 @contextlib.contextmanager
-def record_launches(*, execute: bool, target: GPUTarget | None = None) -> Iterator[Recorder]:
+def record_launches(
+    *, execute: bool, target: GPUTarget | None = None, perturber: Perturber | None = None
+) -> Iterator[Recorder]:
     """Patch Triton's launch path for the duration of the block.
 
     execute=True: launches still run (on a device, or under TRITON_INTERPRET=1) and are recorded.
     execute=False: nothing runs; outputs of the wrapped forward are garbage and only the
     records count. Autotuned kernels then launch with their first config (benchmarking needs
     a device); the record says how many configs there were.
+    perturber: with execute=True, what each recorded launch wrote is perturbed after it ran.
     """
-    recorder = Recorder(target or DEFAULT_TARGET, execute)
+    recorder = Recorder(target or DEFAULT_TARGET, execute, perturber)
+
+    def launch(run: Any, fn: Any, args: tuple, grid: Any, warmup: Any, kwargs: dict) -> Any:
+        def go() -> Any:
+            return run(fn, *args, grid=grid, warmup=warmup, **kwargs)
+
+        if recorder.perturber is not None and not warmup and not recorder.paused:
+            return recorder.perturber.around(go, args, kwargs)
+        return go()
+
     orig_jit_run = JITFunction.run
     orig_tune_run = Autotuner.run
     # triton 3.2's InterpretedFunction launches through __getitem__ alone (no `run` to patch)
@@ -313,14 +397,14 @@ def record_launches(*, execute: bool, target: GPUTarget | None = None) -> Iterat
         if not warmup and not recorder.paused:
             recorder.record(self, args, kwargs, grid)
         if execute:
-            return orig_jit_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return launch(orig_jit_run, self, args, grid, warmup, kwargs)
         return None
 
     def interp_run(self, *args, grid, warmup, **kwargs):
         if not warmup and not recorder.paused:
             recorder.record(self, args, kwargs, grid)
         if execute:
-            return orig_interp_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return launch(orig_interp_run, self, args, grid, warmup, kwargs)
         return None
 
     def tune_run(self, *args, **kwargs):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-RUN_DIR_PREFIXES = ("kernelopt-loop-", "kernelopt-job-")
+RUN_DIR_PREFIXES = ("kernelopt-loop-", "kernelopt-job-", "kernelopt-ref-")  # loop, job, gate store
 LOCK_NAME = ".kernelopt-owner.lock"
 DEFAULT_UID_BASE = 2_000_000_000
 DEFAULT_SLOTS = 64

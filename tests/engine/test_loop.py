@@ -161,7 +161,7 @@ class FakeTimingExecutor:
         return compare_timings(self._measured(source, parent), sol.device_spec("NVIDIA H200", sm_count=132, l2_mb=60.0))
 
     def verify(self, parent_path: str, candidate_path: str | None = None, seeds=(0, 1, 2), *, cases=None,
-               time: bool = True, options=None) -> VerifyOutcome:  # fmt: skip
+               time: bool = True, options=None, reference: str | None = None) -> VerifyOutcome:  # fmt: skip
         self._record("verify", parent_path, candidate_path)
         source = Path(candidate_path or parent_path).read_text()
         if "# fake-incorrect" in source:

@@ -52,6 +52,7 @@ OUTCOME = CandidateOutcome(
     wall_s=1.5,
     device_s=1.25,
     autotune_choices=(("case 0", ("k: BLOCK=256, num_warps=8",)),),
+    gate_notes=("no odd-shaped case could be derived from case 0: no input dimension is 16 or larger",),
 )
 DECISION = DecisionRecord(Tier.IR, False, None, "sufficient", Family.HINTS, ())
 ROUND = RoundRecord(
@@ -192,6 +193,7 @@ def test_a_verification_stored_before_floors_and_rounds_were_kept_still_decodes(
     )
     assert back is not None
     assert (back.parent_ms, back.case_noise, back.case_rounds, back.speedup) == ((1.0,), (), (), 2.0)
+    assert back.gate_notes == ()  # stored before the gate kept notes
 
 
 # --- the JSON written stays the same keys ---------------------------------------------------
@@ -200,7 +202,7 @@ def test_a_verification_stored_before_floors_and_rounds_were_kept_still_decodes(
 def test_the_verification_keeps_its_keys_and_a_row_per_case() -> None:
     stored = ser.verification_json(OUTCOME)
     assert list(stored) == ["correct", "error_kind", "message", "timed", "cases", "autotune_choices", "speedup",
-                            "noise", "suspect", "wall_s", "device_s"]  # fmt: skip
+                            "noise", "suspect", "wall_s", "device_s", "gate_notes"]  # fmt: skip
     assert stored["cases"][0] == {
         "index": 0,
         "time_ms": 0.5,
@@ -228,7 +230,7 @@ def test_the_loop_report_keeps_its_keys() -> None:
     assert stored["verdicts"] == {"improved": 1, "no-gain": 0, "failed": 0, "inconclusive": 0}
     assert list(stored["rounds"][0]["outcome"]) == [
         "correct", "error_kind", "message", "cases", "parent_ms", "speedups", "speedup", "noise", "case_noise",
-        "case_rounds", "suspect", "wall_s", "device_s", "autotune_choices",
+        "case_rounds", "suspect", "wall_s", "device_s", "autotune_choices", "gate_notes",
     ]  # fmt: skip
 
 

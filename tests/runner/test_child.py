@@ -88,7 +88,9 @@ def test_a_bad_request_gets_a_bad_request_answer(text: str) -> None:
 
 
 def test_stdout_carries_only_the_response_whatever_the_module_prints() -> None:
-    request = JobRequest(job="verify", module=str(MODULES / "noisy_import.py"), seeds=[0]).dumps()
+    # a capture job runs the forward too (recorded, not executed); a verify job needs the
+    # gate's reference inputs (runner.gate), which a bare child has no way to get
+    request = JobRequest(job="capture", module=str(MODULES / "noisy_import.py"), seeds=[0]).dumps()
     proc = _child(request, {"TRITON_INTERPRET": "1"})
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout[:500]
@@ -125,9 +127,10 @@ def test_request_and_response_files_for_ncu(tmp_path: Path) -> None:
 def test_the_child_imports_no_django_and_only_the_engines_standard_library_modules() -> None:
     """The child runs on a stock accelerator image: of diagnosis it may import only the
     engine's stdlib-only modules it shares with the parent (the profile records, the device
-    registry, the job error record)."""
+    registry, the job error record and the LLM usage record it carries)."""
     code = (
-        "import sys, runner.child, runner.childlib.verify, runner.childlib.timing, runner.childlib.profiling, "
+        "import sys, runner.child, runner.childlib.verify, runner.childlib.reference, runner.childlib.derive, "
+        "runner.childlib.timing, runner.childlib.profiling, runner.tensordata, "
         "runner.childlib.hostile, runner.backends.cpu, runner.backends.cuda, runner.backends.npu\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'diagnosis', 'dramatiq', 'psycopg')))"
     )
@@ -141,6 +144,7 @@ def test_the_child_imports_no_django_and_only_the_engines_standard_library_modul
         "diagnosis.engine.devices",
         "diagnosis.engine.errors",
         "diagnosis.engine.profile",
+        "diagnosis.engine.usage",
     ]
 
 

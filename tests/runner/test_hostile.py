@@ -34,9 +34,13 @@ from pathlib import Path
 
 import pytest
 
+from diagnosis.engine.executor import VerifyOutcome
+from runner.execute import Executor
 from runner.protocol import JobRequest
 from runner.sandbox import GiB, Limits, SandboxResponse, run_job
 from tests.runner import procs
+
+Answer = SandboxResponse | VerifyOutcome  # a verify row's answer is the gate's outcome
 
 MODULES = Path(__file__).resolve().parent.parent / "modules"
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,13 +302,19 @@ def _prepare(case: Hostile, tmp: Path, targets: Targets) -> str:
 
 
 @pytest.fixture(scope="module")
-def outcomes(targets: Targets, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SandboxResponse]:
-    """Run the whole table once, three at a time, with secrets in our environment."""
+def outcomes(targets: Targets, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Answer]:
+    """Run the whole table once, three at a time, with secrets in our environment. A verify row
+    goes through the whole gate (`Executor.verify`: its reference job, its verify job and the
+    worker's comparison); the other rows are one sandboxed job each."""
     tmp = tmp_path_factory.mktemp("hostile")
     cases = [p.values[0] for p in TABLE]
 
-    def run(case: Hostile) -> tuple[str, SandboxResponse]:
-        request = JobRequest(job=case.job, module=_prepare(case, tmp, targets), device=case.device, seeds=[0])
+    def run(case: Hostile) -> tuple[str, Answer]:
+        path = _prepare(case, tmp, targets)
+        if case.job == "verify":
+            executor = Executor(case.device, limits=case.limits)
+            return case.key, executor.verify(path, seeds=(0,), time=False)
+        request = JobRequest(job=case.job, module=path, device=case.device, seeds=[0])
         return case.key, run_job(request, limits=case.limits or Limits.for_job(case.job, case.device))
 
     with pytest.MonkeyPatch.context() as mp:
@@ -314,20 +324,33 @@ def outcomes(targets: Targets, tmp_path_factory: pytest.TempPathFactory) -> dict
             return dict(pool.map(run, cases))
 
 
-def _report(response: SandboxResponse) -> Report:
-    line = next((x for x in response.stderr_tail.splitlines() if x.startswith("HOSTILE ")), None)
-    assert line is not None, (response.error, response.stderr_tail[-1500:])
+def _text(answer: Answer) -> str:
+    """Everything an answer says, stderr included (where a leaked secret would show)."""
+    if isinstance(answer, VerifyOutcome):
+        return repr(answer)
+    return answer.dumps() + answer.stderr_tail
+
+
+def _stderr(answer: Answer) -> str:
+    if isinstance(answer, VerifyOutcome):
+        return answer.error.stderr_tail if answer.error else ""
+    return answer.stderr_tail
+
+
+def _report(response: Answer) -> Report:
+    line = next((x for x in _stderr(response).splitlines() if x.startswith("HOSTILE ")), None)
+    assert line is not None, (response.error, _stderr(response)[-1500:])
     return json.loads(line[len("HOSTILE ") :])
 
 
 @pytest.mark.parametrize("case", TABLE)
-def test_it_ends_as_a_clean_named_failure(case: Hostile, outcomes: dict[str, SandboxResponse]) -> None:
+def test_it_ends_as_a_clean_named_failure(case: Hostile, outcomes: dict[str, Answer]) -> None:
     response = outcomes[case.key]
     assert not response.ok
     assert response.error is not None
     assert re.fullmatch(case.kind, response.error.kind), (response.error.kind, response.error.message)
     assert response.error.message
-    everything = response.dumps() + response.stderr_tail
+    everything = _text(response)
     for value in (*SECRETS.values(), SECRET_KEY_CANARY):
         assert value not in everything
     if case.check is not None:
@@ -336,7 +359,7 @@ def test_it_ends_as_a_clean_named_failure(case: Hostile, outcomes: dict[str, San
 
 
 def test_the_test_process_is_alive_and_its_secrets_are_unchanged(
-    outcomes: dict[str, SandboxResponse],
+    outcomes: dict[str, Answer],
 ) -> None:
     assert outcomes  # the table ran
     assert os.getpid() > 0
@@ -344,12 +367,12 @@ def test_the_test_process_is_alive_and_its_secrets_are_unchanged(
         assert os.environ.get(name) != "changed"
 
 
-def test_the_worker_memory_was_not_written(outcomes: dict[str, SandboxResponse], targets: Targets) -> None:
+def test_the_worker_memory_was_not_written(outcomes: dict[str, Answer], targets: Targets) -> None:
     assert outcomes
     assert targets.decoy.intact()
 
 
-def test_no_connection_reached_the_worker(outcomes: dict[str, SandboxResponse], targets: Targets) -> None:
+def test_no_connection_reached_the_worker(outcomes: dict[str, Answer], targets: Targets) -> None:
     response = outcomes["hostile_socket.py@cpu"]
     assert response.network == "isolated"
     assert targets.listener.connections == []
@@ -357,7 +380,7 @@ def test_no_connection_reached_the_worker(outcomes: dict[str, SandboxResponse], 
 
 
 def test_the_database_file_and_the_other_run_are_unchanged(
-    outcomes: dict[str, SandboxResponse], targets: Targets
+    outcomes: dict[str, Answer], targets: Targets
 ) -> None:
     assert outcomes
     rows = (
@@ -368,7 +391,7 @@ def test_the_database_file_and_the_other_run_are_unchanged(
 
 
 def test_nothing_was_planted_where_later_pythons_would_run_it(
-    outcomes: dict[str, SandboxResponse], targets: Targets
+    outcomes: dict[str, Answer], targets: Targets
 ) -> None:
     report = _report(outcomes["hostile_pth.py@cpu"])
     planted = [Path(p) for p in [*report["planted"], *report["errors"]] if Path(p).exists()]
@@ -377,15 +400,13 @@ def test_nothing_was_planted_where_later_pythons_would_run_it(
     assert planted == []
 
 
-def test_the_fork_bomb_was_stopped_at_the_jobs_task_cap(outcomes: dict[str, SandboxResponse]) -> None:
+def test_the_fork_bomb_was_stopped_at_the_jobs_task_cap(outcomes: dict[str, Answer]) -> None:
     response = outcomes["hostile_fork_bomb.py@cpu"]
     assert response.tasks.startswith("cgroup") or response.tasks.startswith("RLIMIT_NPROC")
-    assert "refused at the job's cap of 64 tasks" in response.stderr_tail or response.tasks.startswith(
-        "RLIMIT"
-    )
+    assert "refused at the job's cap of 64 tasks" in _stderr(response) or response.tasks.startswith("RLIMIT")
 
 
-def test_the_memory_cap_holds_for_the_children_together(outcomes: dict[str, SandboxResponse]) -> None:
+def test_the_memory_cap_holds_for_the_children_together(outcomes: dict[str, Answer]) -> None:
     response = outcomes["hostile_fork_memory.py@cpu"]
     assert response.memory.startswith("cgroup")
     assert "memory cap (1.0 GiB)" in response.error.message  # type: ignore[union-attr]
@@ -395,30 +416,31 @@ def test_the_memory_cap_holds_for_the_children_together(outcomes: dict[str, Sand
     "name", ["hang-at-import-answered-within-60s", "hang-in-get_inputs-answered-within-60s"]
 )
 def test_a_hang_is_answered_within_a_minute_with_the_default_limits(
-    name: str, outcomes: dict[str, SandboxResponse]
+    name: str, outcomes: dict[str, Answer]
 ) -> None:
     response = outcomes[ESCAPES[name].key]
     assert response.wall_s < 60
     assert Limits.for_job("verify", "cpu").wall_s > 60  # the job's own limit is longer
 
 
-def test_the_module_saw_a_scrubbed_environment(outcomes: dict[str, SandboxResponse]) -> None:
+def test_the_module_saw_a_scrubbed_environment(outcomes: dict[str, Answer]) -> None:
     message = outcomes["hostile_env.py@cpu"].error.message  # type: ignore[union-attr]
     assert "'PATH'" in message and "'HOME'" in message  # it did print what it saw
     for name in SECRETS:
         assert f"'{name}'" not in message
 
 
-def test_a_forged_response_on_stdout_goes_to_stderr(outcomes: dict[str, SandboxResponse]) -> None:
+def test_a_forged_response_on_stdout_goes_to_stderr(outcomes: dict[str, Answer]) -> None:
     response = outcomes["hostile_os_system.py@cpu"]
-    assert "FORGED_BY_OS_SYSTEM" in response.stderr_tail
-    assert "forged" not in json.dumps(response.result)
+    assert isinstance(response, VerifyOutcome)
+    assert "FORGED_BY_OS_SYSTEM" in _stderr(response)
+    assert "forged" not in json.dumps([c.label for c in response.cases]) and not response.passed
     assert "FORGED" not in response.error.message  # type: ignore[union-attr]
 
 
-def test_the_wall_clock_kills_the_grandchildren_too(outcomes: dict[str, SandboxResponse]) -> None:
+def test_the_wall_clock_kills_the_grandchildren_too(outcomes: dict[str, Answer]) -> None:
     response = outcomes["hostile_forward_loop.py@cpu"]
-    assert procs.gone(procs.token_of(response.stderr_tail))
+    assert procs.gone(procs.token_of(_stderr(response)))
 
 
 @pytest.mark.parametrize(
@@ -431,7 +453,7 @@ def test_the_wall_clock_kills_the_grandchildren_too(outcomes: dict[str, SandboxR
     ],
 )
 def test_the_error_names_the_line_of_the_uploaded_file(
-    module: str, marker: str, outcomes: dict[str, SandboxResponse]
+    module: str, marker: str, outcomes: dict[str, Answer]
 ) -> None:
     lines = (MODULES / module).read_text().splitlines()
     expected = next(i for i, text in enumerate(lines, start=1) if marker in text)

@@ -4,9 +4,8 @@ real client) and the real sandboxed cpu executor (Triton's interpreter).
 Tier 0 is scripted to find one launch-config problem and no other tier runs, so each case costs
 the baseline's verify job and the answer's; everything after the answer is the product's code:
 the loop's reference check, the verify job in the child, the verdict. Answers that try to cheat
-the gate must be refused. Where today's gate (it compares in the candidate's own process) lets
-one through, the case is marked xfail(strict=True): the out-of-process gate being built on the
-`gate` branch must turn it into a refusal, and the mark then comes off.
+the gate must be refused: the comparison happens in the worker, out of the candidate's process
+(runner.gate), so patching the verifier or a decoy launch cannot get a wrong answer verified.
 """
 
 from __future__ import annotations
@@ -96,7 +95,6 @@ class ModelNew(nn.Module):
         return x * 2
 """
 )
-NEEDS_GATE = pytest.mark.xfail(strict=True, reason="needs the out-of-process gate")
 
 
 @pytest.fixture
@@ -139,8 +137,8 @@ def test_a_good_rewrite_passes_the_gate(llm_standin: StandIn, one_finding, tmp_p
         pytest.param(WRONG, {"incorrect"}, id="wrong"),
         pytest.param(CACHES_OUTPUTS, {"constant_output"}, id="caches-outputs"),
         pytest.param(CALLS_REFERENCE, {"no_triton_launch"}, id="calls-the-reference"),
-        pytest.param(PATCHES_VERIFIER, set(), id="patches-the-verifier", marks=NEEDS_GATE),
-        pytest.param(DECOY_LAUNCH, set(), id="decoy-launch", marks=NEEDS_GATE),
+        pytest.param(PATCHES_VERIFIER, set(), id="patches-the-verifier"),
+        pytest.param(DECOY_LAUNCH, set(), id="decoy-launch"),
     ],
 )
 def test_wrong_and_cheating_answers_are_refused_by_the_gate(
@@ -158,4 +156,4 @@ def test_an_answer_that_edits_model_is_refused_before_any_job(
 ) -> None:
     record, executor = one_round(llm_standin, EDITS_MODEL, tmp_path)
     assert record.verdict is Verdict.FAILED and record.outcome.error_kind == "reference_changed"
-    assert [c.job for c in executor.costs] == ["verify"]  # the baseline's only
+    assert [c.job for c in executor.costs] == ["reference", "verify"]  # the baseline's only

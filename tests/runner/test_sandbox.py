@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.execute import Executor
 from runner.protocol import JobRequest, JobResponse
 from runner.sandbox import (
     ENV_DENY,
@@ -393,7 +394,8 @@ def test_a_job_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
     ("module", "job", "phase"),
     [
         pytest.param("hostile_import_sleep.py", "verify", "importing the module", id="import"),
-        pytest.param("hostile_inputs_sleep.py", "verify", "get_inputs()", id="get_inputs"),
+        # the gate's reference job draws the inputs (a verify job gets them from the worker)
+        pytest.param("hostile_inputs_sleep.py", "reference", "get_inputs()", id="get_inputs"),
         pytest.param("hostile_inputs_sleep.py", "compile", "get_inputs()", id="get_inputs-of-a-compile"),
     ],
 )
@@ -407,11 +409,11 @@ def test_a_hang_in_a_quick_phase_is_answered_at_its_deadline(module: str, job: s
 
 
 def test_slow_user_code_outside_the_quick_phases_keeps_the_wall_limit() -> None:
-    response = run_job(
-        _request("slow_forward.py", job="verify", seeds=[0]), limits=Limits(wall_s=120, quick_s=1)
-    )
-    assert response.ok, response.error
-    assert response.wall_s > 1.5
+    executor = Executor("cpu", limits=Limits(wall_s=120, quick_s=1))
+    outcome = executor.verify(str(MODULES / "slow_forward.py"), seeds=(0,), time=False)
+    assert outcome.ok and outcome.passed, outcome.error
+    assert [c.job for c in executor.costs] == ["reference", "verify"]
+    assert executor.costs[-1].wall_s > 1.5  # ModelNew.forward sleeps 1.5 s per call in the verify job
 
 
 # ---------------------------------------------------------------- the worker and the run's directories
@@ -445,7 +447,12 @@ def test_a_run_directory_is_made_private_and_claimed_for_the_job(tmp_path: Path)
         )
         assert response.ok, response.error
         assert run_dir.stat().st_mode & 0o777 == 0o700
-        assert str(run_dir) not in workdirs.sweep_run_dirs(grace_s=0)
+        # old enough to be swept were it not claimed; the default grace, not 0: a sweep of /tmp
+        # with no grace would remove the young, not yet claimed directories of other tests' loops
+        # (xdist runs them beside this one)
+        old = time.time() - 3600
+        os.utime(run_dir, (old, old))
+        assert str(run_dir) not in workdirs.sweep_run_dirs(tmp=run_dir.parent)
         assert run_dir.exists()  # held by this process
     finally:
         workdirs.release(run_dir)

@@ -1,17 +1,20 @@
-"""The verification gate: the tolerance table in-process, and correct modules end to end.
+"""The verification gate: the tolerance table (runner.compare), and correct modules end to end.
 
-Correct modules run through the real sandbox and the Triton interpreter (device=cpu).
+Correct modules run through the real sandbox and the Triton interpreter (device=cpu): the
+reference job, the verify job and the comparison in this process (runner.gate).
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from diagnosis.engine.verdict import TimingVerdict, median
-from runner.childlib.verify import TOLERANCES, compare_outputs, tolerance_for, unchanged_fraction
+from runner.compare import TOLERANCES, compare_outputs, tolerance_for, unchanged_fraction
 from runner.execute import Executor
 
 MODULES = Path(__file__).resolve().parent.parent / "modules"
@@ -204,17 +207,36 @@ def test_each_case_records_its_integer_launch_arguments(executor: Executor) -> N
 
 
 def test_each_case_records_its_first_seeds_launches_for_tier_1(executor: Executor) -> None:
-    outcome = executor.verify(str(MODULES / "correct_add.py"), seeds=(0, 1), time=False)
-    assert outcome.passed, outcome.error
-    raw = outcome_raw_cases(executor, "correct_add.py")
-    launches = {c["label"]: c["launch_info"] for c in raw}
+    result = gate_result(executor, "correct_add.py", [0, 1])
+    assert result["passed"]
+    launches = {c["label"]: c["launch_info"] for c in result["cases"]}
     assert launches["case 1"] == [{"kernel": "axpy_kernel", "grid": [2, 1, 1], "num_warps": 4, "num_stages": 3}]
 
 
-def outcome_raw_cases(executor: Executor, name: str) -> list[dict]:
-    response = executor.run(executor._request("verify", str(MODULES / name), seeds=[0, 1], options={"time": False}))
-    assert response.ok, response.error
-    return response.result["cases"]  # type: ignore[index]
+def gate_result(executor: Executor, name: str, seeds: list[int]) -> dict:
+    """The trusted side's raw verify result (what Executor.verify turns into its outcome),
+    piece by piece: the reference job, the plan, the verify job, the judgement."""
+    from runner import gate
+
+    path = str(MODULES / name)
+    opts = {"time": False}
+    key = gate.GateStore.key(path, "cpu", None, opts)
+
+    def request(need: gate.Need):
+        extra = {"timed_seeds": need.timed_seeds, "alt_seeds": need.alt_seeds}
+        return executor._request("reference", path, seeds=need.seeds, options={**opts, **extra})
+
+    ref, failed = executor.gate.reference(lambda r, w: executor.run(r, workdir=w), request, key, seeds, opts)
+    assert ref is not None, failed
+    plan = gate.plan(ref, seeds, opts, decision=False)
+    jobdir = Path(tempfile.mkdtemp(prefix="kernelopt-test-"))
+    try:
+        gate.stage_inputs(plan, jobdir)
+        request_v = executor._request("verify", path, seeds=seeds, options={**opts, "gate": plan.to_json()})
+        response = executor.run(request_v, workdir=jobdir)
+        return gate.judge(ref, plan, response, jobdir).result
+    finally:
+        shutil.rmtree(jobdir, ignore_errors=True)
 
 
 def test_a_timed_gate_is_also_the_profile_of_the_version_under_test() -> None:

@@ -16,7 +16,7 @@ left alone, as is a dot without a stated precision (Triton's default is already 
 
 Not correct by construction: tf32 rounds each fp32 operand to a 10-bit mantissa before the
 tensor-core product (accumulation stays fp32), about 1e-3 relative error per product. The
-verification gate's fp32-with-dot tolerance (runner/childlib/verify.py) is sized for exactly
+verification gate's fp32-with-dot tolerance (runner/compare.py) is sized for exactly
 that; a module whose own tolerance is tighter fails the gate and keeps its ieee dot. Why it
 is faster: no tensor-core instruction takes fp32 operands at ieee precision, so Triton lowers
 such a dot to FMA loops (the TritonGPUAccelerateMatmul pass leaves it a plain tt.dot; tier 3's

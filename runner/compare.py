@@ -1,0 +1,369 @@
+"""The gate's comparison, on the trusted side: tolerances by dtype, NaN/Inf parity, structure.
+
+`runner.gate` applies it in the worker to tensors the reference job and the candidate job
+handed back as plain data (`runner.tensordata`); no candidate code runs in the process that
+compares (see runner/childlib/verify.py for the whole gate and its threat model).
+
+Tolerances, by output dtype and by whether the reference does matmul-like work (FLOPs
+counted by torch's FlopCounterMode > 0 means a dot: Triton's `tl.dot` on fp32 uses TF32 by
+default, ~1e-3 relative error per product). An output passes when BOTH hold on its finite
+elements, with s = RMS of the reference (1 when the reference is all zeros):
+
+    elementwise   |out - ref| <= atol * s + rtol * |ref|
+    global        ||out - ref||_2 / ||ref||_2 <= l2
+
+| dtype          | work | atol | rtol | l2    | why |
+|----------------|------|------|------|-------|-----|
+| float64        | any  | 1e-7 | 1e-7 | 1e-9  | fp64 math; only summation order differs |
+| float32        | none | 1e-4 | 1e-4 | 1e-5  | element-wise/reductions: order and fast exp/div differ by ulps |
+| float32        | dot  | 2e-2 | 1e-2 | 5e-3  | TF32 (10-bit mantissa) dots accumulate ~1e-3 relative error |
+| float16        | none | 1e-3 | 5e-3 | 2e-3  | 1 ulp of fp16 is ~1e-3 relative |
+| float16        | dot  | 1e-2 | 1e-2 | 5e-3  | fp32 accumulation in another order, rounded to fp16 |
+| bfloat16       | none | 1e-2 | 2e-2 | 1e-2  | 1 ulp of bf16 is ~8e-3 relative |
+| bfloat16       | dot  | 3e-2 | 3e-2 | 2e-2  | |
+| float8 (any)   | any  | 1.25e-1 | 1.25e-1 | 6e-2 | 3-bit mantissa |
+| integer / bool | any  | exact | | | |
+
+Why atol scales with s: a reduction or a dot produces values near zero by cancellation whose
+absolute error is set by the size of the operands, not by the value itself; an absolute
+tolerance in units of the output's RMS is scale-free (it judges a 1e-6-scaled and a
+1e6-scaled problem alike). Why two checks: the global L2 check is the precision bar (it sees
+a slightly wrong constant everywhere); the elementwise check catches a few grossly wrong
+elements (one bad row of a big tensor) that an L2 over millions of elements would hide.
+Options: `tolerance` = {"atol":..,"rtol":..,"l2":..} overrides the table for every output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from runner.tensordata import Opaque
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float  # in units of the reference's RMS
+    rtol: float
+    l2: float  # relative L2 error
+    exact: bool = False
+
+
+EXACT = Tolerance(0.0, 0.0, 0.0, exact=True)
+
+# (dtype class, has_dot) -> tolerance; see the table in the module docstring.
+TOLERANCES: dict[tuple[str, bool], Tolerance] = {
+    ("float64", False): Tolerance(1e-7, 1e-7, 1e-9),
+    ("float64", True): Tolerance(1e-7, 1e-7, 1e-9),
+    ("float32", False): Tolerance(1e-4, 1e-4, 1e-5),
+    ("float32", True): Tolerance(2e-2, 1e-2, 5e-3),
+    ("float16", False): Tolerance(1e-3, 5e-3, 2e-3),
+    ("float16", True): Tolerance(1e-2, 1e-2, 5e-3),
+    ("bfloat16", False): Tolerance(1e-2, 2e-2, 1e-2),
+    ("bfloat16", True): Tolerance(3e-2, 3e-2, 2e-2),
+    ("float8", False): Tolerance(1.25e-1, 1.25e-1, 6e-2),
+    ("float8", True): Tolerance(1.25e-1, 1.25e-1, 6e-2),
+}
+
+
+def tolerance_for(dtype: Any, has_dot: bool, override: dict[str, float] | None = None) -> Tolerance:
+    """The tolerance for an output of `dtype` (a torch dtype or its name)."""
+    name = str(dtype).removeprefix("torch.")
+    if name.startswith("complex"):
+        name = "float64" if name == "complex128" else "float32"
+    if name.startswith("float8"):
+        name = "float8"
+    base = TOLERANCES.get((name, has_dot))
+    if base is None:
+        return EXACT
+    if override:
+        return Tolerance(
+            float(override.get("atol", base.atol)),
+            float(override.get("rtol", base.rtol)),
+            float(override.get("l2", base.l2)),
+        )
+    return base
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    kind: str | None = None  # failure kind when not ok
+    message: str = ""
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rel_l2_err: float = 0.0
+    bad_elements: int = 0
+    tolerance: dict[str, Any] | None = None
+
+    def merge(self, other: Comparison) -> Comparison:
+        """The worst of two comparisons (over outputs, or over seeds)."""
+        first_bad = self if not self.ok else other
+        return Comparison(
+            ok=self.ok and other.ok,
+            kind=first_bad.kind,
+            message=first_bad.message,
+            max_abs_err=max(self.max_abs_err, other.max_abs_err),
+            max_rel_err=max(self.max_rel_err, other.max_rel_err),
+            rel_l2_err=max(self.rel_l2_err, other.rel_l2_err),
+            bad_elements=self.bad_elements + other.bad_elements,
+            tolerance=self.tolerance or other.tolerance,
+        )
+
+
+def _float(x: Any) -> float:
+    value = float(x)
+    return value if math.isfinite(value) else float("inf")
+
+
+def compare_tensor(out: Any, ref: Any, tol: Tolerance, name: str = "output") -> Comparison:
+    """Compare one output tensor with the reference's (shape, dtype, NaN/Inf parity, values)."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return Comparison(
+            False, "shape_mismatch", f"{name} is a {type(out).__name__}, the reference a tensor"
+        )
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(
+            False, "shape_mismatch", f"{name} has shape {tuple(out.shape)}, the reference {tuple(ref.shape)}"
+        )
+    if out.dtype != ref.dtype:
+        return Comparison(False, "dtype_mismatch", f"{name} has dtype {out.dtype}, the reference {ref.dtype}")
+    o, r = out.detach(), ref.detach().to(out.device)
+    if o.is_complex():
+        o, r = torch.view_as_real(o), torch.view_as_real(r)
+    tol_json = asdict(tol)
+    if tol.exact or not o.is_floating_point():
+        bad = int((o != r).sum().item())
+        if bad:
+            diff = (o.to(torch.float64) - r.to(torch.float64)).abs()
+            return Comparison(
+                False,
+                "incorrect",
+                f"{name}: {bad} of {r.numel()} elements differ (exact dtype)",
+                max_abs_err=_float(diff.max()),
+                bad_elements=bad,
+                tolerance=tol_json,
+            )
+        return Comparison(True, tolerance=tol_json)
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    o, r = o.to(work), r.to(work)
+    for what, mask_o, mask_r in (
+        ("NaN", torch.isnan(o), torch.isnan(r)),
+        ("+Inf", o == math.inf, r == math.inf),
+        ("-Inf", o == -math.inf, r == -math.inf),
+    ):
+        mismatch = int((mask_o != mask_r).sum().item())
+        if mismatch:
+            return Comparison(
+                False,
+                "nan_mismatch",
+                f"{name}: {what} in {int(mask_o.sum())} places, the reference in "
+                f"{int(mask_r.sum())} ({mismatch} places differ)",
+                tolerance=tol_json,
+            )
+    finite = torch.isfinite(r)
+    of, rf = o[finite], r[finite]
+    if rf.numel() == 0:
+        return Comparison(True, tolerance=tol_json)
+    diff = (of - rf).abs()
+    ref_norm = float(torch.linalg.vector_norm(rf))
+    err_norm = float(torch.linalg.vector_norm(diff))
+    scale = ref_norm / math.sqrt(rf.numel()) if ref_norm > 0 else 1.0
+    bound = tol.atol * scale + tol.rtol * rf.abs()
+    bad = int((diff > bound).sum().item())
+    max_abs = _float(diff.max())
+    significant = rf.abs() > tol.atol * scale
+    max_rel = _float((diff[significant] / rf[significant].abs()).max()) if bool(significant.any()) else 0.0
+    rel_l2 = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else float("inf"))
+    result = Comparison(True, None, "", max_abs, max_rel, rel_l2, bad, tol_json)
+    if bad or (ref_norm > 0 and rel_l2 > tol.l2):
+        result.ok = False
+        result.kind = "incorrect"
+        result.message = (
+            f"{name}: max abs error {max_abs:.3g}, max rel error {max_rel:.3g}, "
+            f"relative L2 error {rel_l2:.3g}; {bad} of {rf.numel()} elements outside "
+            f"atol {tol.atol:g}*rms + rtol {tol.rtol:g}*|ref| (l2 bound {tol.l2:g})"
+        )
+    return result
+
+
+def compare_outputs(
+    out: Any, ref: Any, *, has_dot: bool, override: dict[str, float] | None = None
+) -> Comparison:
+    """Compare a forward's whole output (a tensor or nested tuples/lists/dicts of tensors).
+
+    `out` is what the candidate job handed back: an `Opaque` where it refused a value (a
+    subclass, an impostor, a tensor on another device) is a `type_mismatch` or
+    `device_mismatch` at that place; number leaves are compared too."""
+    refused = _refused(out, ref, "output")
+    if refused is not None:
+        return refused
+    got, want = _structure(out), _structure(ref)
+    if got != want:
+        return Comparison(
+            False, "shape_mismatch", f"ModelNew returned {_describe(got)}, the reference {_describe(want)}"
+        )
+    outs, refs = flatten(out), flatten(ref)
+    if len(refs) == 0:
+        return Comparison(False, "bad_inputs", "the reference Model returned no tensor")
+    if len(outs) != len(refs):
+        return Comparison(
+            False, "shape_mismatch", f"ModelNew returned {len(outs)} tensors, the reference {len(refs)}"
+        )
+    total = Comparison(True)
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        name = "output" if len(refs) == 1 else f"output[{i}]"
+        total = total.merge(compare_tensor(o, r, tolerance_for(r.dtype, has_dot, override), name))
+        if not total.ok:
+            return total
+    return total.merge(_compare_numbers(out, ref, override))
+
+
+def flatten(value: Any) -> list[Any]:
+    """The tensors of a forward's output (a tensor, or nested tuples / lists / dicts of them)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flatten(v)]
+    if isinstance(value, dict):
+        return [t for k in sorted(value, key=str) for t in flatten(value[k])]
+    return []
+
+
+def _refused(out: Any, ref: Any, name: str) -> Comparison | None:
+    """The first place where the candidate's writer refused a value the reference has."""
+    if isinstance(out, Opaque):
+        if out.device:
+            return Comparison(
+                False, "device_mismatch", f"{name} is a tensor on {out.device}, not on the job's device"
+            )
+        return Comparison(
+            False,
+            "type_mismatch",
+            f"{name} is of type {out.type_name} ({out.why}); only a plain torch.Tensor is accepted",
+        )
+    if isinstance(out, (list, tuple)) and isinstance(ref, (list, tuple)):
+        for i, (o, r) in enumerate(zip(out, ref, strict=False)):
+            found = _refused(o, r, f"{name}[{i}]")
+            if found is not None:
+                return found
+    if isinstance(out, dict) and isinstance(ref, dict):
+        for key in sorted(set(out) & set(ref), key=str):
+            found = _refused(out[key], ref[key], f"{name}[{key!r}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _compare_numbers(
+    out: Any, ref: Any, override: dict[str, float] | None, name: str = "output"
+) -> Comparison:
+    """Number leaves of the output (a forward that returns a Python float or int beside its
+    tensors): ints, bools and strings exactly, floats within the float32 tolerance."""
+    import torch
+
+    if isinstance(ref, (list, tuple)):
+        total = Comparison(True)
+        for i, (o, r) in enumerate(zip(out, ref, strict=False)):
+            total = total.merge(_compare_numbers(o, r, override, f"{name}[{i}]"))
+        return total
+    if isinstance(ref, dict):
+        total = Comparison(True)
+        for key in sorted(ref, key=str):
+            total = total.merge(_compare_numbers(out[key], ref[key], override, f"{name}[{key!r}]"))
+        return total
+    if isinstance(ref, float):
+        return compare_tensor(
+            torch.tensor(float(out), dtype=torch.float64),
+            torch.tensor(ref, dtype=torch.float64),
+            tolerance_for("float32", False, override),
+            name,
+        )
+    if isinstance(ref, (bool, int, str)) and out != ref:
+        return Comparison(False, "incorrect", f"{name} is {out!r}, the reference {ref!r}")
+    return Comparison(True)
+
+
+def _structure(value: Any) -> Any:
+    """The nesting of a forward's output: 'tensor', ('seq', ...), ('dict', keys, ...) or a type name.
+
+    Lists and tuples count as the same (callers unpack both alike)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, (list, tuple)):
+        return ("seq", tuple(_structure(v) for v in value))
+    if isinstance(value, dict):
+        keys = tuple(sorted(value, key=str))
+        return ("dict", keys, tuple(_structure(value[k]) for k in keys))
+    return type(value).__name__
+
+
+def _describe(structure: Any) -> str:
+    if structure == "tensor":
+        return "a tensor"
+    if isinstance(structure, tuple) and structure[0] == "seq":
+        return f"a sequence of {len(structure[1])} ({', '.join(_describe(s) for s in structure[1])})"
+    if isinstance(structure, tuple) and structure[0] == "dict":
+        return f"a dict with keys {list(structure[1])}"
+    return f"a {structure}"
+
+
+def unchanged_fraction(out_a: Any, out_b: Any, ref_a: Any, ref_b: Any, *, has_dot: bool) -> float | None:
+    """Of the elements where the reference changed between two inputs (beyond tolerance), the
+    fraction where the candidate's output stayed bit-identical; None if the reference did not change."""
+    import torch
+
+    changed_total = 0
+    unchanged_total = 0
+    for oa, ob, ra, rb in zip(flatten(out_a), flatten(out_b), flatten(ref_a), flatten(ref_b), strict=False):
+        if ra.shape != rb.shape or oa.shape != ra.shape or ob.shape != rb.shape:
+            continue
+        if not ra.is_floating_point():
+            changed = ra != rb
+        else:
+            tol = tolerance_for(ra.dtype, has_dot)
+            a, b = ra.detach().float(), rb.detach().float()
+            both = torch.isfinite(a) & torch.isfinite(b)
+            scale = float(a[both].pow(2).mean().sqrt()) if bool(both.any()) else 1.0
+            changed = both & ((a - b).abs() > tol.atol * (scale or 1.0) + tol.rtol * a.abs())
+        same = (
+            (oa.detach() == ob.detach().to(oa.device)) | (torch.isnan(oa) & torch.isnan(ob))
+            if oa.is_floating_point()
+            else (oa.detach() == ob.detach().to(oa.device))
+        )
+        changed_total += int(changed.sum())
+        unchanged_total += int((changed & same.to(changed.device)).sum())
+    if changed_total == 0:
+        return None
+    return unchanged_total / changed_total
+
+
+_INT_OF_SIZE = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def changed_elements(out_a: Any, out_b: Any) -> tuple[int, int]:
+    """(elements whose bits differ, elements compared) between two outputs of one structure:
+    how much a run with the kernels' writes perturbed moved the output (NaN counts as
+    unchanged only where the bits are the same)."""
+    import torch
+
+    changed = total = 0
+    for a, b in zip(flatten(out_a), flatten(out_b), strict=False):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            changed += max(a.numel(), b.numel())
+            total += max(a.numel(), b.numel())
+            continue
+        if a.is_complex():
+            a, b = torch.view_as_real(a), torch.view_as_real(b)
+        bits = getattr(torch, _INT_OF_SIZE.get(a.element_size(), "uint8"))
+        va, vb = (a.view(bits), b.view(bits)) if a.element_size() in _INT_OF_SIZE else (a, b)
+        changed += int((va != vb).sum())
+        total += a.numel()
+    return changed, total
