@@ -162,7 +162,7 @@ def _wrapper_edits(plan: dict) -> list[tuple[cst.CSTNode, Any]]:
 @transform(Family.BLOCK_REDUCTION)
 def two_stage_reduction(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
-    if tree is None or not cu.imports_triton(tree) or "torch" not in cu.all_names(tree):
+    if tree is None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
@@ -179,7 +179,7 @@ def two_stage_reduction(source: str, inp: RuleInput) -> Rewrite | None:
     names = ", ".join(p["kernel"].name for p in plans)
     memset = any(p["zeros"] is not None for p in plans)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.BLOCK_REDUCTION,
         kernels=tuple(p["kernel"].name for p in plans),
         mechanism=(

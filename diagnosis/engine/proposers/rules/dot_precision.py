@@ -129,7 +129,7 @@ def tf32_for_ieee_dots(source: str, inp: RuleInput) -> Rewrite | None:
     new_tree = cu.replace(tree, list(edits.values()))
     what = ", ".join(f"{name} ({n} dot{'s' if n > 1 else ''})" for name, n in changed.items())
     return Rewrite(
-        source=new_tree.code,
+        source=cu.emit(new_tree, tree),
         family=Family.DOT_PRECISION,
         kernels=tuple(changed),
         mechanism=f"input precision ieee -> tf32 for the fp32 tl.dot of {what}.",

@@ -183,7 +183,7 @@ def splice(
         kernel,
         (unused, cst.RemoveFromParent()),
     ]
-    return cu.replace(tree, edits).code
+    return cu.emit(cu.replace(tree, edits), tree)
 
 
 def launch_sequences(tree: cst.Module) -> tuple[dict[str, cu.Kernel], list[tuple[list, list[cu.Launch]]]]:
@@ -350,7 +350,7 @@ def _fuse_once(source: str, inp: RuleInput) -> tuple[str, str] | None:
         (pair.b.kernel.node, cst.RemoveFromParent()),
     ]
     new = cu.replace(tree, edits)
-    return new.code, f"{pair.a.kernel.name} -> {pair.b.kernel.name} through `{pair.tmp}` as {name}"
+    return cu.emit(new, tree), f"{pair.a.kernel.name} -> {pair.b.kernel.name} through `{pair.tmp}` as {name}"
 
 
 @transform(Family.FUSION)

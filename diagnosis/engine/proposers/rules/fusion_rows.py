@@ -319,7 +319,7 @@ def fuse_row_broadcast(source: str, inp: RuleInput) -> Rewrite | None:
     ]
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.FUSION,
         kernels=(name,),
         mechanism=(

@@ -194,7 +194,7 @@ def aligned_copy(source: str, inp: RuleInput) -> Rewrite | None:
         f"{p['new_name']} assumes {', '.join(p['args'])} divisible by {p['d']} and runs only when they are" for p in plans
     )
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.HINTS,
         kernels=tuple(p["kernel"].name for p in plans),
         mechanism=f"{desc}; other shapes keep the original kernel.",
@@ -277,7 +277,7 @@ def contiguity_hints(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.HINTS,
         kernels=tuple(done),
         mechanism=(

@@ -703,7 +703,7 @@ def _pure(value: cst.CSTNode) -> bool:
 @transform(Family.LAUNCH_CONFIG)
 def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
-    if tree is None or not cu.imports_triton(tree):
+    if tree is None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
@@ -727,7 +727,7 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
         new = remove_dead_locals(new, {p.kernel.name for p in plans}, set().union(*(p.dead for p in plans)))
     kinds = ", ".join(f"{p.kernel.name} ({p.kind}, {len(p.configs)} configs, key {p.key})" for p in plans)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.LAUNCH_CONFIG,
         kernels=tuple(p.kernel.name for p in plans),
         mechanism=(

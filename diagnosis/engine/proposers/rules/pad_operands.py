@@ -260,7 +260,7 @@ def padded_operands(source: str, inp: RuleInput) -> Rewrite | None:
         body[at + 1:at + 1] = helper_def
         plan0 = plans[0]
         return Rewrite(
-            source=new.with_changes(body=body).code,
+            source=cu.emit(new.with_changes(body=body), tree),
             family=Family.HINTS,
             kernels=(kernel.name,),
             mechanism=(

@@ -372,7 +372,7 @@ def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str]:
 @transform(Family.SINGLE_PASS)
 def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
-    if tree is None or not cu.imports_triton(tree):
+    if tree is None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
@@ -399,7 +399,7 @@ def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
         for p in plans
     )
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.SINGLE_PASS,
         kernels=tuple(p["kernel"].name for p in plans),
         mechanism=f"single-pass copies of row kernels: {desc}; the multi-pass kernel stays as the fallback.",

@@ -293,7 +293,7 @@ def grouped_program_order(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.SWIZZLE,
         kernels=tuple(done),
         mechanism=(
