@@ -100,7 +100,7 @@ def find_kernels(tree: cst.Module, names: Names) -> tuple[dict[str, Kernel], lis
         if not isinstance(node, cst.FunctionDef):
             continue
         decorators = tuple(read.dotted(read.decorator_target(d), names) or "" for d in node.decorators)
-        if JIT not in decorators and "jit" not in decorators:
+        if JIT not in decorators:  # a bare `@jit` the module did not import from Triton is not Triton's
             continue
         kernel = _kernel(node, names, decorators, id(node) in top_ids, tree)
         every.append(kernel)
