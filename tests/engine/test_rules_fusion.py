@@ -21,8 +21,8 @@ FIX = [
         PAIR,
         [
             "def add_relu_kernel(x_ptr, y_ptr, out_ptr, n_elements, out_ptr_1, BLOCK_SIZE: tl.constexpr):",
-            "    s_vals = (x + y).to(out_ptr.dtype.element_ty)\n    x_1 = s_vals\n"
-            "    tl.store(out_ptr_1 + offsets, tl.maximum(x_1, 0.0), mask=mask)\n",
+            "    s_vals = (x + y).to(out_ptr.dtype.element_ty)\n"
+            "    tl.store(out_ptr_1 + offsets, tl.maximum(s_vals, 0.0), mask=mask)\n",
             "        s = torch.empty_like(x)\n        r = torch.empty_like(x)\n"
             "        add_relu_kernel[grid](x, y, s, n, r, BLOCK_SIZE=BLOCK_SIZE)\n        return r\n",
         ],
@@ -33,11 +33,13 @@ FIX = [
         CHAIN,
         [
             "def add_relu_mul_kernel(x_ptr, y_ptr, out_ptr, n_elements, out_ptr_1, out_ptr_2, BLOCK_SIZE: tl.constexpr):",
-            # y is an input of add and of mul: passed once, loaded once
-            "    y_vals = tl.load(y_ptr + offsets, mask=mask)\n",
+            # y is an input of add and of mul: passed once, loaded once, into add's own name
+            "    y = tl.load(y_ptr + offsets, mask=mask)\n",
+            "    r_vals = tl.maximum(s_vals, 0.0).to(out_ptr_1.dtype.element_ty)\n"
+            "    tl.store(out_ptr_2 + offsets, r_vals * y, mask=mask)\n",
             "        add_relu_mul_kernel[grid](x, y, s, n, r, out, BLOCK_SIZE=BLOCK_SIZE)\n",
         ],
-        ["def mul_kernel(", "add_kernel[grid]", "relu_kernel[grid]"],
+        ["def mul_kernel(", "add_kernel[grid]", "relu_kernel[grid]", "y_vals", " = y\n"],
         id="chain-of-three-with-a-shared-input",
     ),
     pytest.param(

@@ -94,7 +94,7 @@ def test_the_element_wise_body_runs_per_row_with_the_row_result_in_registers() -
     for text in [
         FUSED_DEF,
         # the row's result, cast as the store would, is stored as before and kept
-        "    s_row = (tl.maximum(tl.max(acc, axis=0), 1e-3)).to(s_ptr.dtype.element_ty)\n"
+        "    s_row = tl.maximum(tl.max(acc, axis=0), 1e-3).to(s_ptr.dtype.element_ty)\n"
         "    tl.store(s_ptr + row, s_row)\n",
         # the element-wise body over the row's columns, in the consumer's blocks
         "    for col_start in range(0, n_cols_1, SCALE_ROWS_BLOCK):\n"
@@ -102,10 +102,9 @@ def test_the_element_wise_body_runs_per_row_with_the_row_result_in_registers() -
         "        offsets = row * n_cols_1 + cols_1\n"
         "        mask_1 = cols_1 < n_cols_1\n"
         "        x = tl.load(x_ptr_1 + offsets, mask=mask_1)\n"
-        "        s = s_row\n"
-        "        tl.store(out_ptr + offsets, x / s + 1.0, mask=mask_1)\n",
+        "        tl.store(out_ptr + offsets, x / s_row + 1.0, mask=mask_1)\n",
         # launched where the consumer was, when the flat size is whole rows; else both as before
-        "        if n == (n_rows) * (n_cols):\n"
+        "        if n == n_rows * n_cols:\n"
         "            row_absmax_scale_rows_kernel[(n_rows,)](x, s, n_cols, x.stride(0), BLOCK=128, x_ptr_1=x, "
         "out_ptr=out, n_cols_1=n_cols, SCALE_ROWS_BLOCK=256)\n"
         "        else:\n"
@@ -127,8 +126,10 @@ def test_the_fusion_family_joins_the_element_wise_pair_first_then_the_row_broadc
     assert first is not None and "fused element-wise launches" in first.mechanism
     second = apply_family(Family.FUSION, first.source, h.rule_input())
     assert second is not None and second.kernels == ("row_mean_sub_row_mul_col_kernel",)
-    assert "m = mean_row\n" in second.source
-    assert "if n == (n_rows) * (n_cols):" in second.source
+    # the consumer reads the row's mean kept in registers directly, no `m = mean_row` copy
+    assert "        centered_vals = (x - mean_row).to(out_ptr.dtype.element_ty)\n" in second.source
+    assert " = mean_row\n" not in second.source
+    assert "if n == n_rows * n_cols:" in second.source
     assert apply_family(Family.FUSION, second.source, h.rule_input()) is None
 
 

@@ -117,8 +117,10 @@ FIX = [
         SOFTMAX,
         1,
         [
-            "    start = 0\n    cols = start + tl.arange(0, BLOCK_SIZE)\n"
-            '    x_vals = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n    x = x_vals\n',
+            # the loop variable is 0, each statement and the load the passes repeat is kept once
+            '    row_max = float("-inf")\n    cols = tl.arange(0, BLOCK_SIZE)\n'
+            '    x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n'
+            "    row_max = tl.maximum(row_max, tl.max(x, axis=0))\n",
             "        single_pass_n = n_cols\n        if 0 < single_pass_n <= 16384:\n"
             "            single_pass_block = triton.next_power_of_2(single_pass_n)\n"
             "            single_pass_warps = 4 if single_pass_block <= 2048 else 8 if single_pass_block <= 8192 else 16\n"
@@ -126,14 +128,15 @@ FIX = [
             "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps)\n"
             "        else:\n"
             "            softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=256)\n",
-            "    # pass 2: sum of exponentials\n    denom = 0.0\n    start = 0\n",
+            "    # pass 2: sum of exponentials\n    denom = 0.0\n    denom += tl.sum(tl.exp(x - row_max), axis=0)\n\n"
+            "    # pass 3: normalise and write\n    mask = cols < n_cols\n    tl.store(",
         ],
         id="three-passes-read-the-row-once",
     ),
     pytest.param(
         LAYERNORM,
         2,  # x once (the inline load of pass 1 and `mask=mask` of pass 2 are the same), w once
-        ["    x_vals = tl.load(x_ptr + cols, mask=cols < N, other=0.0)\n    acc += x_vals\n",
+        ["    x = tl.load(x_ptr + cols, mask=cols < N, other=0.0)\n    acc += x\n",
          "        single_pass_n = self.hidden\n",
          "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps,\n            )"],
         id="inline-load-and-mask-variable-merged",
@@ -141,14 +144,16 @@ FIX = [
     pytest.param(
         L2NORM,
         1,
-        ["    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n    i = 0\n    cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n",
-         "BLOCK_SIZE=BLOCK, num_warps=4)\n"],
+        ["    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n    cols = tl.arange(0, BLOCK_SIZE)\n",
+         "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps)\n", "BLOCK_SIZE=BLOCK, num_warps=4)\n"],
         id="two-cdiv-loops",
     ),
     pytest.param(
         STORE_BETWEEN,
         2,
-        ["    x = x_vals\n    denom += tl.sum", "    tl.store(out_row + cols, x, mask=cols < n_cols)\n"],
+        ["    denom += tl.sum(tl.exp(x - row_max), axis=0)\n    tl.store(out_row + cols, x, mask=cols < n_cols)\n",
+         # read again after the store: it may see what the store wrote
+         '    mask = cols < n_cols\n    x = tl.load(x_row + cols, mask=mask, other=float("-inf"))\n'],
         id="no-merge-across-a-store",
     ),
 ]

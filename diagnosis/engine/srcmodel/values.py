@@ -179,12 +179,17 @@ class Evaluator:
         if isinstance(target, cst.Name):
             self.env[target.value] = UNKNOWN if value is None else value
         elif isinstance(target, (cst.Tuple, cst.List)):
-            elts = [e.value for e in target.elements]
-            if isinstance(value, TensorValue):  # `M, K = a.shape` reads the shape through the tensor
-                value = None
-            vals = value if isinstance(value, tuple) and len(value) == len(elts) else (None,) * len(elts)
-            for t, v in zip(elts, vals, strict=True):
-                self._assign(t, v)
+            elts = list(target.elements)
+            stars = [i for i, e in enumerate(elts) if isinstance(e, cst.StarredElement)]
+            vals: list[Any] = [None] * len(elts)
+            if isinstance(value, tuple) and not stars and len(value) == len(elts):
+                vals = list(value)
+            elif isinstance(value, tuple) and len(stars) == 1 and len(value) >= len(elts) - 1:
+                # `*batch, n_cols = x.shape`: the starred name takes what the others leave
+                s, rest = stars[0], len(elts) - 1 - stars[0]
+                vals = [*value[:s], tuple(value[s : len(value) - rest]), *value[len(value) - rest :]]
+            for e, v in zip(elts, vals, strict=True):
+                self._assign(e.value, v)
 
     def _clobber(self, node: cst.CSTNode) -> None:
         for n in read.walk(node):

@@ -124,6 +124,47 @@ def launch_values(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) ->
     return launch.model.launch_values(launch, kernel, cases)
 
 
+def grid_axes(launch: Launch, kernel: Kernel) -> list[cst.BaseExpression] | None:
+    """The launch's grid axes as wrapper expressions: a tuple's elements (also through a local
+    bound once to it), or a `lambda meta:` body's with each `meta["X"]` replaced by what the
+    launch passes for X (a name or a literal; the parameter's default where it passes none).
+    None when the grid is something else or a block comes from an autotuner or heuristics."""
+    grid = launch.model.grid(launch)
+    if grid.elements is None or grid.form not in ("tuple", "lambda"):
+        return None
+    if grid.form == "tuple":
+        return grid.elements
+    if grid.meta is None:
+        return None
+    bound = launch.bound(kernel)
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    for n in walk(grid.node):
+        key = _meta_key(n, grid.meta)
+        if key is None:
+            continue
+        value = bound.get(key, kernel.defaults.get(key))
+        if key in kernel.supplied or not isinstance(value, (cst.Name, cst.Integer)):
+            return None
+        edits.append((n, value))
+    if grid.meta in {x for e in grid.elements for x in names_in(replace_in(e, edits))}:
+        return None  # meta read some other way
+    return [replace_in(e, edits) for e in grid.elements]
+
+
+def _meta_key(node: cst.CSTNode, meta: str) -> str | None:
+    if (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == meta
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and isinstance(node.slice[0].slice.value, cst.SimpleString)
+    ):
+        key = node.slice[0].slice.value.evaluated_value
+        return key if isinstance(key, str) else None
+    return None
+
+
 def find_function(module: cst.Module, name: str) -> cst.FunctionDef | None:
     for n in walk(module):
         if isinstance(n, cst.FunctionDef) and n.name.value == name:
@@ -526,6 +567,13 @@ def operand(node: cst.BaseExpression) -> str:
     return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
 
 
+def receiver(node: cst.BaseExpression) -> str:
+    """`node`'s source, parenthesized unless a method can be called on it as written
+    (`x.to(...)`, `tl.exp(x).to(...)`, but `(x + y).to(...)`)."""
+    text = code(node)
+    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({text})"
+
+
 def make_decorator(text: str) -> cst.Decorator:
     """A decorator node from its source (without the '@')."""
     fn = cst.parse_statement(f"@{text}\ndef _f():\n    pass\n")
@@ -533,10 +581,12 @@ def make_decorator(text: str) -> cst.Decorator:
     return fn.decorators[0]
 
 
+_TIGHT = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
 def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
     """`name=value`, written without spaces around `=`."""
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    return cst.Arg(keyword=cst.Name(name), value=value, equal=tight)
+    return cst.Arg(keyword=cst.Name(name), value=value, equal=_TIGHT)
 
 
 def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
@@ -568,12 +618,40 @@ def append_constexpr(fn: cst.FunctionDef, name: str, default: str) -> cst.Functi
     return fn.with_changes(params=fn.params.with_changes(params=params))
 
 
-def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequence[cst.Arg] = ()) -> cst.Call:
-    """`updated` without the arguments whose originals are in `ids`, then `add`; the last
-    argument takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not
-    `f(a, )`, and a call laid out one argument per line stays so."""
+def unbind_args(launch: Launch, kernel: Kernel, params: set[str]) -> tuple[set[int], dict[int, str]]:
+    """(ids of the arguments that bind `params`, to drop; positional arguments after the first
+    dropped positional one -> their parameter, to pass by keyword instead so that they still
+    bind what they bound)."""
+    bound = launch.bound_args(kernel)
+    dropped = {id(a) for p, a in bound.items() if p in params}
+    positional = launch.positional
+    first = next((i for i, a in enumerate(positional) if id(a) in dropped), None)
+    keywords: dict[int, str] = {}
+    if first is not None:
+        for i, a in enumerate(positional[first:], start=first):
+            if id(a) not in dropped and i < len(kernel.params):
+                keywords[id(a)] = kernel.params[i]
+    return dropped, keywords
+
+
+def drop_args(
+    original: cst.Call,
+    updated: cst.Call,
+    ids: set[int],
+    add: Sequence[cst.Arg] = (),
+    keywords: dict[int, str] | None = None,
+) -> cst.Call:
+    """`updated` without the arguments whose originals are in `ids`, then `add`; arguments whose
+    originals are in `keywords` are passed by that keyword. The last argument takes the comma of
+    the original last one, so `f(a, B=1)` becomes `f(a)`, not `f(a, )`, and a call laid out one
+    argument per line stays so."""
     pairs = list(zip(original.args, updated.args, strict=True))
-    kept = [u for o, u in pairs if id(o) not in ids]
+    keywords = keywords or {}
+    kept = [
+        u.with_changes(keyword=cst.Name(keywords[id(o)]), equal=_TIGHT) if id(o) in keywords else u
+        for o, u in pairs
+        if id(o) not in ids
+    ]
     if not pairs:
         return updated.with_changes(args=list(add))
     last = pairs[-1][1]
@@ -586,3 +664,54 @@ def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequenc
     if tail and (add or id(pairs[-1][0]) in ids):
         tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return updated.with_changes(args=tail)
+
+
+# ---------------------------------------------------------------------------------------
+# locals a rewrite left unread
+
+PURE_CALLS = frozenset({"triton.cdiv", "cdiv", "triton.next_power_of_2", "min", "max", "int"})
+
+
+def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]) -> cst.Module:
+    """Drop `name = <pure value>` statements of the launching functions whose names
+    (all in `candidates`) nothing reads any more, e.g. `BLOCK_SIZE = 1024`, `grid = (...)`."""
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    functions = {id(lc.function): lc.function for lc in find_launches(tree, kernels)}
+    for fn in functions.values():
+        bindings = Bindings(fn)
+        reads = name_loads(fn.body, bindings.target_ids)
+        for st in body_statements(fn.body):
+            unpacked = _unpacked_names(st)
+            if unpacked:  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
+                edits += [(n, cst.Name("_")) for n in unpacked if n.value in candidates and reads[n.value] == 0]
+                continue
+            pairs = simple_assigns(st)
+            if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
+                continue
+            if all(n in candidates and reads[n] == 0 and _pure(v) for n, v in pairs):
+                edits.append((st, cst.RemoveFromParent()))
+    return replace(tree, edits) if edits else tree
+
+
+def _unpacked_names(st: cst.BaseStatement) -> list[cst.Name]:
+    """The names of `a, b = <call>` (a tuple of names unpacked from anything but a tuple)."""
+    if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Assign)):
+        return []
+    small = st.body[0]
+    target = small.targets[0].target if len(small.targets) == 1 else None
+    if not isinstance(target, cst.Tuple) or isinstance(small.value, cst.Tuple):
+        return []
+    names = [e.value for e in target.elements]
+    return names if all(isinstance(n, cst.Name) for n in names) else []  # type: ignore[misc]
+
+
+def _all_targets(small: cst.CSTNode) -> list[str]:
+    if not isinstance(small, cst.Assign):
+        return ["?"]
+    return [n.value for t in small.targets for n in walk(t.target) if isinstance(n, cst.Name)]
+
+
+def _pure(value: cst.CSTNode) -> bool:
+    return all(
+        call_name(n) in PURE_CALLS for n in walk(value) if isinstance(n, cst.Call)
+    )

@@ -31,7 +31,7 @@ from typing import Any
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.fusion import (
     ALLOCS,
@@ -218,7 +218,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
         node = cu.replace_in(node, [(call, cst.Name(kept)) for call in c.direct[m.t2]])
         return cu.subst_names(node, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
 
-    cast = cu.stmt(f"{kept} = ({cu.code(m.store.value)}).to({m.store.param}.dtype.element_ty)")
+    cast = cu.stmt(f"{kept} = {cu.receiver(m.store.value)}.to({m.store.param}.dtype.element_ty)")
     middle = [renamed(s) for s in cu.body_statements(c.kernel.node.body) if s not in c.defs and s is not c.stores[0][1]]
     out_name = rename[m.out_param]
     address = cu.subst_names(m.store.address, lambda n: cst.Name(out_name) if n.value == m.store.param else None)
@@ -235,7 +235,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
     fn = p.node.with_changes(
         name=cst.Name(name),
         params=cu.insert_params(p, at, list(new_params)),
-        body=p.node.body.with_changes(body=body),
+        body=p.node.body.with_changes(body=tidy.propagate_copies(body, set(p.params) | set(new_params))),
     )
     return fn, new_params, name
 

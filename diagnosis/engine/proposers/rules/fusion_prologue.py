@@ -385,7 +385,7 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression], s
                 parts.append(f"other={cu.code(renamed(own_other))}")
             filled[hole] = cu.expr(f"tl.load({', '.join(parts)})")
         computed = cu.subst_names(shell, lambda n, filled=filled: filled.get(n.value))
-        text = f"({cu.code(computed)}).to({m.t_param}.dtype.element_ty)"
+        text = f"{cu.receiver(computed)}.to({m.t_param}.dtype.element_ty)"
         if other is not None and mask is not None:
             text = f"tl.where({cu.code(mask)}, {text}, {cu.code(other)})"
         edits.append((call, cu.expr(text)))

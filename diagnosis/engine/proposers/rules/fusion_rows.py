@@ -33,7 +33,7 @@ from typing import Any
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.fusion import (
     ALLOCS,
@@ -214,7 +214,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
     block = fresh(f"{c.kernel.name.removesuffix('_kernel').upper()}_BLOCK")
     d = rename[m.d]
 
-    keep = cu.stmt(f"{stat_var} = ({cu.code(r.value)}).to({r.stat_param}.dtype.element_ty)")
+    keep = cu.stmt(f"{stat_var} = {cu.receiver(r.value)}.to({r.stat_param}.dtype.element_ty)")
     store = cu.stmt(f"tl.store({r.stat_param} + {r.row}, {stat_var})")
     body_r: list[cst.BaseStatement] = []
     for s in cu.body_statements(r.kernel.node.body):
@@ -236,14 +236,15 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
         inner.append(_row_index_math(s, rename[c.offs], d, rename[c.mask], r.row, cols))
     loop = cst.parse_statement(f"for {start} in range(0, {d}, {block}):\n    pass\n")
     assert isinstance(loop, cst.For)
+    params = set(r.kernel.params) | {p for p, _ in new_params} | {block}
     loop = loop.with_changes(
-        body=loop.body.with_changes(body=inner),
+        body=loop.body.with_changes(body=tidy.propagate_copies(inner, params)),  # C's `s = <the row's value>`
         leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# {c.kernel.name}, row by row, {m.stat} in registers"))],
     )
     name = cu.fresh_name(
         f"{r.kernel.name.removesuffix('_kernel')}_{c.kernel.name.removesuffix('_kernel')}_kernel", taken_module
     )
-    jit = [x for x in r.kernel.node.decorators if cu.decorator_name(x) in ("triton.jit", "jit")]
+    jit = r.kernel.jit_decorators()
     fn = r.kernel.node.with_changes(
         name=cst.Name(name),
         decorators=jit,
@@ -302,7 +303,7 @@ def fuse_row_broadcast(source: str, inp: RuleInput) -> Rewrite | None:
     )
     bc = m.lc.bound(m.c.kernel)
     rows = m.lr.grid.elements[0].value
-    cond = f"{cu.code(bc[m.c.n])} == ({cu.code(rows)}) * ({cu.code(bc[m.d])})"
+    cond = f"{cu.code(bc[m.c.n])} == {cu.operand(rows)} * {cu.operand(bc[m.d])}"
     guard = cst.parse_statement(f"if {cond}:\n    pass\nelse:\n    pass\n")
     assert isinstance(guard, cst.If) and guard.orelse is not None
     strip = m.lr.statement.with_changes(leading_lines=[])
