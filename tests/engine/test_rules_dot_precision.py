@@ -10,6 +10,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RulesProposer, apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 MATMUL = h.source("matmul.py")
 DOT = "acc += tl.dot(a, b)"
@@ -154,3 +155,26 @@ def test_the_rewrite_compiles_to_tensor_core_instructions(tmp_path: Path) -> Non
     cf = run_counterfactual(hyp, compiled("dot_fp32_ieee"), recompile_for("dot_fp32_ieee"))
     assert cf.code == "CG_COUNTERFACTUAL"
     assert cf.args["before"]["tensor_core_instructions"] == 0 < cf.args["after"]["tensor_core_instructions"]
+
+
+# --- code styles ---------------------------------------------------------------------------------
+
+FAMILY = Family.DOT_PRECISION
+MATMUL_2D = st.source("matmul_2d.py")
+BY_PARAMETER = MATMUL_2D.replace(
+    "BLOCK_K: tl.constexpr):", "BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):"
+).replace('input_precision="ieee"', "input_precision=PRECISION").replace(
+    "c.stride(1), 32, 32, 32)", 'c.stride(1), 32, 32, 32, "ieee")'
+)
+
+STYLES = [
+    st.row(MATMUL_2D, "matmul_2d.py", ['        acc += tl.dot(a, b, input_precision="tf32")\n'], id="literal-precision"),
+    st.row(BY_PARAMETER, "matmul_2d.py", ['c.stride(1), 32, 32, 32, "tf32")'],
+           id="precision-constexpr-passed-by-position"),
+    *st.import_rows("matmul_2d.py", ['input_precision="tf32"']),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_relaxes_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)

@@ -310,7 +310,7 @@ def _fused(pair: _Pair, taken_module: set[str]) -> tuple[cst.FunctionDef, list[s
     body_b = [cu.subst_names(s, lambda n: cst.Name(rename[n.value]) if n.value in rename else None) for s in body_b]
     merged, _ = merge_loads(body_a + body_b, taken | {t_var})
     params = set(a.kernel.params) | set(new_params)
-    merged = tidy.propagate_copies(tidy.drop_repeats(merged), params)  # K2's `x = <K1's value>` reads it
+    merged = tidy.propagate_copies(tidy.drop_repeats(merged), params, [a.kernel.node, b.kernel.node])
 
     name = cu.fresh_name(
         f"{a.kernel.name.removesuffix('_kernel')}_{b.kernel.name.removesuffix('_kernel')}_kernel", taken_module

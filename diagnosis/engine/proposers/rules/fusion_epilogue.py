@@ -235,7 +235,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
     fn = p.node.with_changes(
         name=cst.Name(name),
         params=cu.insert_params(p, at, list(new_params)),
-        body=p.node.body.with_changes(body=tidy.propagate_copies(body, set(p.params) | set(new_params))),
+        body=p.node.body.with_changes(body=tidy.propagate_copies(body, set(p.params) | set(new_params), [p.node, c.kernel.node])),
     )
     return fn, new_params, name
 

@@ -238,7 +238,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
     assert isinstance(loop, cst.For)
     params = set(r.kernel.params) | {p for p, _ in new_params} | {block}
     loop = loop.with_changes(
-        body=loop.body.with_changes(body=tidy.propagate_copies(inner, params)),  # C's `s = <the row's value>`
+        body=loop.body.with_changes(body=tidy.propagate_copies(inner, params, [r.kernel.node, c.kernel.node])),  # C's `s = <the row's value>`
         leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# {c.kernel.name}, row by row, {m.stat} in registers"))],
     )
     name = cu.fresh_name(

@@ -13,6 +13,7 @@ the value it already holds is dropped. Comments on a dropped statement move to t
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from typing import Any
 
 import libcst as cst
@@ -383,10 +384,15 @@ def _pure_same(canon: Canon, name: str, value: cst.BaseExpression) -> bool:
 # a name that only renames another
 
 
-def propagate_copies(body: list[cst.BaseStatement], params: set[str]) -> list[cst.BaseStatement]:
+def propagate_copies(
+    body: list[cst.BaseStatement], params: set[str], written: Iterable[cst.CSTNode] = ()
+) -> list[cst.BaseStatement]:
     """`body` without the `a = b` statements (both names, `a` no parameter) where `b` keeps its
     value while `a` holds the copy: `a`'s reads up to its next binding read `b` instead (the
-    right-hand side of that binding too, when it is a plain `a = ...`)."""
+    right-hand side of that binding too, when it is a plain `a = ...`). Copies the author wrote
+    (any `a = b` under `written`, the kernels the rewrite started from) are theirs and stay."""
+    theirs = {(a, b.value) for node in written for st in cu.walk(node) if (f := _single_assign(st)) for a, b in [f]
+              if isinstance(b, cst.Name)}  # fmt: skip
     dropped: set[int] = set()
     out = list(body)
     for i in range(len(body)):
@@ -394,7 +400,7 @@ def propagate_copies(body: list[cst.BaseStatement], params: set[str]) -> list[cs
         if found is None or not isinstance(found[1], cst.Name) or found[0] in params:
             continue
         a, b = found[0], found[1].value
-        if a == b:
+        if a == b or (a, b) in theirs:
             continue
         end = next((j for j in range(i + 1, len(out)) if a in assigned(out[j])), len(out))
         if any(b in assigned(s) for s in out[i + 1 : end + 1]):
