@@ -62,7 +62,8 @@ FIX = [
             "    tl.store(out_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, "
             "(tl.maximum(x, 0.0) * alpha).to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))",
             # one launch, at the consumer's place, after out is allocated
-            "        out = torch.empty_like(c)\n        n = c.numel()\n        matmul_scaled_relu_kernel[grid](",
+            # the consumer's size went with its launch
+            "        out = torch.empty_like(c)\n        matmul_scaled_relu_kernel[grid](",
             "            BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, out_ptr=out, alpha=self.alpha,\n        )\n        return out\n",
         ],
         ["scaled_relu_kernel[(triton.cdiv", "def scaled_relu_kernel(", "def matmul_kernel(", "tl.store(c_ptrs"],

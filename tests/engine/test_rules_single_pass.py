@@ -122,8 +122,9 @@ FIX = [
             '    row_max = float("-inf")\n    cols = tl.arange(0, BLOCK_SIZE)\n'
             '    x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n'
             "    row_max = tl.maximum(row_max, tl.max(x, axis=0))\n",
-            "        single_pass_n = n_cols\n        if 0 < single_pass_n <= 16384:\n"
-            "            single_pass_block = triton.next_power_of_2(single_pass_n)\n"
+            # the row size is a name already: the guard reads it
+            "        if 0 < n_cols <= 16384:\n"
+            "            single_pass_block = triton.next_power_of_2(n_cols)\n"
             "            single_pass_warps = 4 if single_pass_block <= 2048 else 8 if single_pass_block <= 8192 else 16\n"
             "            softmax_kernel_single_pass[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), "
             "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps)\n"
@@ -218,7 +219,7 @@ def test_it_holds_twice_the_elements_for_16_bit_rows() -> None:
     cases = (CaseShape(0, ((64, 20000),), ("float16",)),)
     rw = apply_family(Family.SINGLE_PASS, SOFTMAX, h.rule_input(cases))
     assert rw is not None
-    assert "if 0 < single_pass_n <= 32768:" in rw.source
+    assert "if 0 < n_cols <= 32768:" in rw.source
 
 
 def test_single_pass_modules_are_correct(tmp_path: Path) -> None:
@@ -288,7 +289,7 @@ STYLES = [
     st.row(ONLINE.replace("    grid = (M, 1, 1)\n", "    grid = lambda meta: (M, 1, 1)  # noqa: E731\n"), "softmax_online.py",
            [COPY + "single_pass_block, num_warps=single_pass_warps)\n"], id="grid-lambda"),
     *st.import_rows("softmax_online.py",
-                    ["def softmax_kernel_inner_single_pass(", "single_pass_block = triton.next_power_of_2(single_pass_n)"]),
+                    ["def softmax_kernel_inner_single_pass(", "single_pass_block = triton.next_power_of_2(N)"]),
 ]
 
 STYLE_REFUSALS = [

@@ -680,16 +680,21 @@ def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]
     for fn in functions.values():
         bindings = Bindings(fn)
         reads = name_loads(fn.body, bindings.target_ids)
-        for st in body_statements(fn.body):
-            unpacked = _unpacked_names(st)
-            if unpacked:  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
-                edits += [(n, cst.Name("_")) for n in unpacked if n.value in candidates and reads[n.value] == 0]
-                continue
-            pairs = simple_assigns(st)
-            if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
-                continue
-            if all(n in candidates and reads[n] == 0 and _pure(v) for n, v in pairs):
-                edits.append((st, cst.RemoveFromParent()))
+        blocks = [b for b in walk(fn.body) if isinstance(b, cst.IndentedBlock)]  # the guards' branches too
+        for block in blocks:
+            gone = []
+            for st in block.body:
+                unpacked = _unpacked_names(st)
+                if unpacked:  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
+                    edits += [(n, cst.Name("_")) for n in unpacked if n.value in candidates and reads[n.value] == 0]
+                    continue
+                pairs = simple_assigns(st)
+                if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
+                    continue
+                if all(n in candidates and reads[n] == 0 and _pure(v) for n, v in pairs):
+                    gone.append(st)
+            if len(gone) < len(block.body):  # a block keeps a statement
+                edits += [(st, cst.RemoveFromParent()) for st in gone]
     return replace(tree, edits) if edits else tree
 
 
@@ -711,7 +716,13 @@ def _all_targets(small: cst.CSTNode) -> list[str]:
     return [n.value for t in small.targets for n in walk(t.target) if isinstance(n, cst.Name)]
 
 
+METADATA = frozenset({"numel", "size", "stride", "dim", "element_size"})
+
+
 def _pure(value: cst.CSTNode) -> bool:
+    """Only pure helpers and tensor metadata (`x.numel()`) are called: dropping it loses nothing."""
     return all(
-        call_name(n) in PURE_CALLS for n in walk(value) if isinstance(n, cst.Call)
+        call_name(n) in PURE_CALLS or (isinstance(n.func, cst.Attribute) and n.func.attr.value in METADATA)
+        for n in walk(value)
+        if isinstance(n, cst.Call)
     )

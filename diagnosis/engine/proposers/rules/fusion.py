@@ -183,7 +183,12 @@ def splice(
         kernel,
         (unused, cst.RemoveFromParent()),
     ]
-    return cu.emit(cu.replace(tree, edits), tree)
+    new = cu.replace(tree, edits)
+    # locals that fed only the launches' arguments the fused launch no longer passes (a size)
+    fused = cu.dotted(call.func.value) if isinstance(call.func, cst.Subscript) else None
+    fed = cu.names_in(gone.call) | cu.names_in(kept.call)
+    new = cu.remove_dead_locals(new, {fused} if fused else set(), fed)
+    return cu.emit(new, tree)
 
 
 def launch_sequences(tree: cst.Module) -> tuple[dict[str, cu.Kernel], list[tuple[list, list[cu.Launch]]]]:

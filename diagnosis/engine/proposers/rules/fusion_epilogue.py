@@ -235,9 +235,20 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
     fn = p.node.with_changes(
         name=cst.Name(name),
         params=cu.insert_params(p, at, list(new_params)),
-        body=p.node.body.with_changes(body=tidy.propagate_copies(body, set(p.params) | set(new_params), [p.node, c.kernel.node])),
+        body=p.node.body.with_changes(body=_tidy(m, body, set(p.params) | set(new_params))),
     )
     return fn, new_params, name
+
+
+def _tidy(m: _Match, body: list[cst.BaseStatement], params: set[str]) -> list[cst.BaseStatement]:
+    """The fused body without the copies it made (`x = c_vals`) and without the local pointer the
+    old store wrote through (`c_ptrs = c_ptr + ...`, inlined by the new store) if nothing reads it."""
+    body = tidy.propagate_copies(body, params, [m.p.node, m.c.kernel.node])
+    call = next(c for c in cu.walk(m.store.statement) if cu.is_call(c, "tl.store"))
+    ptr = cu.arg(call, "pointer", 0)  # type: ignore[arg-type]
+    if not isinstance(ptr, cst.Name) or ptr.value == m.store.param:
+        return body
+    return tidy.drop_unread(body, {ptr.value})
 
 
 def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:

@@ -199,9 +199,11 @@ def _simple(node: cst.BaseExpression) -> bool:
     return True
 
 
-def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str]:
+def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str | None]:
+    """The guarded launches, and the local the row size is read into first (None where the size
+    is a plain name already: the guard reads it)."""
     launch: cu.Launch = plan["launch"]
-    n_var = cu.fresh_name("single_pass_n", taken)
+    n_var = plan["bound_expr"].value if isinstance(plan["bound_expr"], cst.Name) else cu.fresh_name("single_pass_n", taken)
     b_var = cu.fresh_name("single_pass_block", taken)
     call = launch.call
     block_arg = plan["block_arg"]
@@ -243,7 +245,7 @@ def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str]:
     else_body = node.orelse.body.with_changes(body=[original.with_changes(leading_lines=[])])
     return (
         node.with_changes(body=node.body.with_changes(body=then), orelse=node.orelse.with_changes(body=else_body)),
-        n_var,
+        None if isinstance(plan["bound_expr"], cst.Name) else n_var,
     )
 
 
@@ -264,6 +266,9 @@ def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
         edits.append((kernel.node, cst.FlattenSentinel([kernel.node, p["fn"]])))
         launch: cu.Launch = p["launch"]
         guard, n_var = _guarded_launch(p, cu.all_names(launch.function))
+        if n_var is None:
+            edits.append((launch.statement, guard.with_changes(leading_lines=launch.statement.leading_lines)))
+            continue
         assign = cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(n_var))], p["bound_expr"])],
             leading_lines=launch.statement.leading_lines,

@@ -423,3 +423,26 @@ def propagate_copies(
             )
         dropped.add(i)
     return _carry_comments(out, dropped) if dropped else body
+
+
+# ---------------------------------------------------------------------------------------
+# a local nothing reads
+
+
+def drop_unread(body: list[cst.BaseStatement], names: set[str]) -> list[cst.BaseStatement]:
+    """`body` without the `name = value` statements of `names` that nothing after them reads,
+    where `value` only computes (no load, store or other call with an effect)."""
+    dropped: set[int] = set()
+    for i, st in enumerate(body):
+        found = _single_assign(st)
+        if found is None or found[0] not in names:
+            continue
+        calls = [cu.call_name(n) or "" for n in cu.walk(found[1]) if isinstance(n, cst.Call)]
+        if any(
+            not c.startswith("tl.") or c in ("tl.load", "tl.store") or c.startswith("tl.atomic_")
+            for c in calls
+        ):
+            continue
+        if not any(found[0] in cu.names_in(later) for later in body[i + 1 :]):
+            dropped.add(i)
+    return _carry_comments(body, dropped) if dropped else body
