@@ -172,11 +172,18 @@ NOOP = [
         ABSMAX_SCALE.replace("BLOCK_SIZE=256)\n", "BLOCK_SIZE=256, num_warps=8)\n"),
         id="consumer-launch-option-it-cannot-carry",
     ),
-    pytest.param(
-        ABSMAX_SCALE.replace("(x, s, n_cols, x.stride(0), BLOCK=128)", "(x, s, n_cols, x.stride(0), 128)"),
-        id="row-kernel-constexpr-passed-by-position",
-    ),
 ]
+
+BY_POSITION = ABSMAX_SCALE.replace("(x, s, n_cols, x.stride(0), BLOCK=128)", "(x, s, n_cols, x.stride(0), 128)")
+
+
+def test_a_row_kernel_constexpr_passed_by_position_is_passed_by_keyword() -> None:
+    """The consumer's parameters go before the row kernel's constexprs: the block the launch
+    gave by position binds by keyword in the fused launch."""
+    rw = fuse_row_broadcast(BY_POSITION, h.rule_input())
+    assert rw is not None
+    assert "row_absmax_scale_rows_kernel[(n_rows,)](x, s, n_cols, x.stride(0), BLOCK=128, x_ptr_1=x," in rw.source
+    assert "row_absmax_kernel[(n_rows,)](x, s, n_cols, x.stride(0), 128)\n" in rw.source  # the else branch
 
 
 @pytest.mark.parametrize("before", NOOP)
@@ -187,7 +194,7 @@ def test_it_leaves_unsafe_sequences_alone(before: str) -> None:
 def test_fused_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None:
     """The fused launch on every case and verify input (odd rows, a row shorter than a block),
     and the guard's other branch forced, as a flat size of partial rows would take it."""
-    sources = [("absmax_scale.py", ABSMAX_SCALE)]
+    sources = [("absmax_scale.py", ABSMAX_SCALE), ("absmax_scale_by_position.py", BY_POSITION)]
     if MEAN_CENTER:
         first = apply_family(Family.FUSION, MEAN_CENTER, h.rule_input())
         assert first is not None

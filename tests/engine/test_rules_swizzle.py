@@ -146,6 +146,11 @@ STYLES = [
            ['        grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)',
             "BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr = 8):\n"],
            id="positional-tiles-and-grid-lambda"),
+    # a tuple grid of literal tiles: the kernel's tiles, passed by position, are the grid's divisors
+    st.row(MATMUL_2D.replace(
+        '        grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]), triton.cdiv(N, META["BLOCK_N"]))  # noqa: E731\n',
+        "        grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))\n"), "matmul_2d.py",
+        ["        grid = (triton.cdiv(M, 32) * triton.cdiv(N, 32),)\n"], id="positional-tiles-and-a-tuple-grid"),
     *st.import_rows("matmul_2d.py", ["    group_id = pid // num_pid_in_group\n", "GROUP_SIZE_M"]),
 ]
 

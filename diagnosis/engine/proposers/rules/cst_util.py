@@ -634,6 +634,12 @@ def unbind_args(launch: Launch, kernel: Kernel, params: set[str]) -> tuple[set[i
     return dropped, keywords
 
 
+def keywords_from(launch: Launch, kernel: Kernel, at: int) -> dict[int, str]:
+    """The positional arguments of `launch` from parameter `at` on -> their parameter: passed by
+    keyword, they bind the same parameters after new ones are inserted at `at`."""
+    return {id(a): kernel.params[i] for i, a in enumerate(launch.positional) if at <= i < len(kernel.params)}
+
+
 def drop_args(
     original: cst.Call,
     updated: cst.Call,

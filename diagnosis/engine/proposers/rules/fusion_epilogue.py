@@ -258,11 +258,11 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
     m = _find(tree, inp)
     if m is None:
         return None
-    if len(m.lp.positional) > constexpr_at(m.p):
-        return None  # a constexpr passed positionally: the added parameters would shift it
     fn, new_params, name = _fused(m, cu.all_names(tree))
     extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
-    call = cu.drop_args(m.lp.call, m.lp.call, set(), extra)
+    # the new parameters go before the constexprs: one passed by position is passed by keyword
+    keywords = cu.keywords_from(m.lp, m.p, constexpr_at(m.p))
+    call = cu.drop_args(m.lp.call, m.lp.call, set(), extra, keywords)
     sub = call.func
     assert isinstance(sub, cst.Subscript)
     call = call.with_changes(func=sub.with_changes(value=cst.Name(name)))

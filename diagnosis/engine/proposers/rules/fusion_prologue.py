@@ -405,14 +405,14 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str, str] | None:
     m = _find(tree, inp)
     if m is None:
         return None
-    if len(m.lc.positional) > constexpr_at(m.c):
-        return None  # a constexpr passed positionally: the added parameters would shift it
     done = _fused(m)
     if done is None:
         return None
     fn, new_params, flag = done
     extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
-    call = cu.drop_args(m.lc.call, m.lc.call, set(), extra)
+    # the new parameters go before the constexprs: one passed by position is passed by keyword
+    keywords = cu.keywords_from(m.lc, m.c, constexpr_at(m.c))
+    call = cu.drop_args(m.lc.call, m.lc.call, set(), extra, keywords)
     new = splice(tree, m.lp, m.lc, call, (m.c.node, fn), m.p.kernel.node)
     step = f"{m.p.kernel.name} into the loads of {m.c.name} through `{m.tmp}`"
     if flag:

@@ -148,8 +148,6 @@ def _match(r: _Row, c: Elementwise, lr: cu.Launch, lc: cu.Launch, body: list, wb
     grid = lr.grid
     if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
         return None
-    if len(lr.positional) > constexpr_at(r.kernel):  # C's parameters go before R's constexprs
-        return None
     br, bc = lr.bound(r.kernel), lc.bound(c.kernel)
     stat_expr = br.get(r.stat_param)
     if not isinstance(stat_expr, cst.Name):
@@ -299,7 +297,14 @@ def fuse_row_broadcast(source: str, inp: RuleInput) -> Rewrite | None:
     assert isinstance(sub, cst.Subscript) and m.lr.statement is not None and m.lc.statement is not None
     call = m.lr.call.with_changes(
         func=sub.with_changes(value=cst.Name(name)),
-        args=cu.drop_args(m.lr.call, m.lr.call, set(), [cu.keyword_arg(p, e) for p, e in new_params]).args,
+        # C's parameters go before R's constexprs: one passed by position is passed by keyword
+        args=cu.drop_args(
+            m.lr.call,
+            m.lr.call,
+            set(),
+            [cu.keyword_arg(p, e) for p, e in new_params],
+            cu.keywords_from(m.lr, m.r.kernel, constexpr_at(m.r.kernel)),
+        ).args,
     )
     bc = m.lc.bound(m.c.kernel)
     rows = m.lr.grid.elements[0].value
