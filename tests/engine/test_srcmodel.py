@@ -302,3 +302,35 @@ def test_nested_kernels_count_as_kernels_but_not_as_top_level_ones() -> None:
     )
     m = model_of(source)
     assert m.kernels == {} and [k.name for k in m.all_kernels] == ["inner"]
+
+
+@pytest.mark.parametrize(
+    ("imports", "expected_head", "expected_call"),
+    [
+        pytest.param("import triton\nimport triton.language as tl\n", "", "triton.cdiv(n, tl.arange(0, 4))", id="plain"),
+        pytest.param("import triton as tr\nimport triton.language as tl\n", "", "tr.cdiv(n, tl.arange(0, 4))",
+                     id="triton-as-tr"),
+        pytest.param("import triton\nimport triton.language as lang\n", "", "triton.cdiv(n, lang.arange(0, 4))",
+                     id="language-as-lang"),
+        pytest.param("import triton as tr\n", "", "tr.cdiv(n, tr.language.arange(0, 4))", id="only-triton-as-tr"),
+        pytest.param("from triton import jit\nimport triton.language as tl\n", "import triton\n",
+                     "triton.cdiv(n, tl.arange(0, 4))", id="triton-not-imported"),
+    ],
+)  # fmt: skip
+def test_new_code_is_spelled_the_way_the_module_imports(
+    imports: str, expected_head: str, expected_call: str
+) -> None:
+    import libcst as cst
+
+    from diagnosis.engine.srcmodel import respell
+
+    original = model_of(imports + "\n\ndef f(n):\n    return n\n")
+    new = original.tree.with_changes(
+        body=[
+            *original.tree.body,
+            cst.parse_statement("def g(n):\n    return triton.cdiv(n, tl.arange(0, 4))\n"),
+        ]
+    )
+    text = respell(new, original.names).code
+    assert expected_call in text
+    assert text.startswith(imports + expected_head)

@@ -98,11 +98,9 @@ class SourceModel:
 
     def context(self) -> Context:
         if self._context is None:
+            # module constants (`MAX_FUSED_SIZE = 65536`): the module body's straight-line values
             ev = Evaluator({}, Context(self.names, {}, self.calls.functions))
-            for st in self.tree.body:
-                if isinstance(st, cst.SimpleStatementLine):
-                    for small in st.body:
-                        ev._small(small)
+            ev.run(list(self.tree.body))
             self._context = Context(self.names, ev.known(), self.calls.functions)
         return self._context
 
