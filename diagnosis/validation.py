@@ -1,9 +1,10 @@
 """Static checks on an uploaded kernel module (DESIGN.md section 1), without importing it.
 
-Plain Python (standard library only): the web process, the engine and the command line all
-call `validate_module_source`. The file is never executed here; `ast` tells whether it has
-the names the harness needs and at least one `@triton.jit` function. Every error carries a
-stable code and, where there is one, the line it is about.
+Plain Python (no Django): the web process, the engine and the command line all call
+`validate_module_source`. The file is never executed here; `ast` tells whether it has the
+names the harness needs, and the engine's source model (the one tier 0 and the rules read)
+which of its functions are Triton kernels. Every error carries a stable code and, where
+there is one, the line it is about.
 """
 
 from __future__ import annotations
@@ -12,14 +13,10 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 
-from diagnosis.engine.astutil import import_aliases
+from diagnosis.engine.srcmodel import SourceModelError, model_of
 
 REQUIRED_CLASSES = ("Model", "ModelNew")
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
-
-# Dotted names a decorator may resolve to and still be Triton's JIT.
-_JIT_NAMES = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
-
 
 @dataclass(frozen=True)
 class ValidationError:
@@ -104,7 +101,11 @@ def validate_module_source(source: str | bytes, filename: str, max_bytes: int) -
         return _fail(result, "syntax_error", "the file is too deeply nested to parse")
 
     result.errors.extend(_check_required_names(tree))
-    result.jit_functions = _jit_functions(tree)
+    try:
+        # the model decides what a kernel is for every reader: any alias, any decorator stack
+        result.jit_functions = [k.name for k in model_of(text).all_kernels]
+    except SourceModelError as exc:
+        return _fail(result, "syntax_error", f"the module uses syntax the rewriter cannot read: {exc}")
     if not result.jit_functions:
         result.errors.append(
             ValidationError(
@@ -203,27 +204,3 @@ def _check_required_names(tree: ast.Module) -> list[ValidationError]:
                 )
             )
     return errors
-
-
-def _dotted(expr: ast.expr, aliases: dict[str, str]) -> str | None:
-    if isinstance(expr, ast.Call):  # @triton.jit(do_not_specialize=[...])
-        expr = expr.func
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return None
-    head = aliases.get(expr.id, expr.id)
-    return ".".join([head, *reversed(parts)])
-
-
-def _jit_functions(tree: ast.Module) -> list[str]:
-    """Names of functions decorated with Triton's JIT (`@triton.jit`, `@jit`, `@tr.jit(...)`)."""
-    aliases = import_aliases(tree)
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            if any(_dotted(d, aliases) in _JIT_NAMES for d in node.decorator_list):
-                names.append(node.name)
-    return names

@@ -9,6 +9,7 @@ import pytest
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 MEAN = h.source("mean_atomic.py")
 
@@ -96,3 +97,35 @@ def test_two_stage_modules_are_correct(tmp_path: Path) -> None:
     results = h.interp_check(paths)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
+
+
+# --- code styles ---------------------------------------------------------------------------------
+
+FAMILY = Family.BLOCK_REDUCTION
+MEAN = st.source("mean_atomic.py")
+
+STYLES = [
+    # the block by position, the grid a lambda read at it, the launch in a helper
+    st.row(MEAN, "mean_atomic.py",
+           ["    n_partials = triton.cdiv(N, 1024)\n",
+            "    mean_kernel_partials[(n_partials,)](x, partials, N, 1024)\n",
+            "    out = torch.empty([], dtype=torch.float32, device=x.device)\n"],
+           ["grid = lambda"], id="positional-block-grid-lambda-helper"),
+    *st.import_rows("mean_atomic.py", ["    sum_partials_kernel[(1,)](partials, out, n_partials, BLOCK_SIZE=1024)\n"]),
+]
+
+STYLE_REFUSALS = [
+    st.row(MEAN.replace("@triton.jit\n", '@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 1024})], key=["N"])\n'
+                        "@triton.jit\n").replace("mean_kernel[grid](x, out, N, 1024)", "mean_kernel[grid](x, out, N)"),
+           "mean_atomic.py", id="program-count-chosen-by-an-autotuner"),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_reduces_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)
+
+
+@pytest.mark.parametrize("case", STYLE_REFUSALS)
+def test_it_refuses_a_program_count_it_cannot_know(case: st.StyleCase) -> None:
+    assert st.refused(FAMILY, case)

@@ -10,6 +10,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RulesProposer, apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 MATMUL = h.source("matmul.py")
 DOT = "acc += tl.dot(a, b)"
@@ -67,8 +68,8 @@ FIX = [
             "        bmm_kernel[(batch,)](",
             '        prec = "ieee"\n        bmm_kernel[(batch,)](',
         ).replace("PRECISION=PRECISION)", "PRECISION=prec)"),
-        ['prec = "ieee"', 'PRECISION="tf32")'],
-        ["PRECISION=prec)"],
+        ['PRECISION="tf32")'],
+        ["PRECISION=prec)", "prec = "],  # the local read by nothing else goes
         id="constexpr-from-local",
     ),
 ]
@@ -102,8 +103,10 @@ def test_it_turns_ieee_dots_into_tf32(before: str, present: list[str], absent: l
         assert text in rw.source, text
     for text in absent:
         assert text not in rw.source, text
-    # nothing but the precision changed: the rest of the module is the same text
-    assert len(rw.source.splitlines()) == len(before.splitlines())
+    # nothing but the precision changed: the rest of the module is the same text (less a local
+    # that only held "ieee" for the launch)
+    dead = 1 if 'prec = "ieee"' in before else 0
+    assert len(rw.source.splitlines()) == len(before.splitlines()) - dead
 
 
 @pytest.mark.parametrize("before", NOOP)
@@ -138,3 +141,26 @@ def test_the_proposer_cites_the_finding_and_the_tier3_reason() -> None:
     assert '-        acc += tl.dot(a, b, input_precision="ieee")' in c.diff
     assert '+        acc += tl.dot(a, b, input_precision="tf32")' in c.diff
     assert "tensor cores" in c.rationale and "(line 35)" in c.rationale
+
+
+# --- code styles ---------------------------------------------------------------------------------
+
+FAMILY = Family.DOT_PRECISION
+MATMUL_2D = st.source("matmul_2d.py")
+BY_PARAMETER = MATMUL_2D.replace(
+    "BLOCK_K: tl.constexpr):", "BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):"
+).replace('input_precision="ieee"', "input_precision=PRECISION").replace(
+    "c.stride(1), 32, 32, 32)", 'c.stride(1), 32, 32, 32, "ieee")'
+)
+
+STYLES = [
+    st.row(MATMUL_2D, "matmul_2d.py", ['        acc += tl.dot(a, b, input_precision="tf32")\n'], id="literal-precision"),
+    st.row(BY_PARAMETER, "matmul_2d.py", ['c.stride(1), 32, 32, 32, "tf32")'],
+           id="precision-constexpr-passed-by-position"),
+    *st.import_rows("matmul_2d.py", ['input_precision="tf32"']),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_relaxes_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)

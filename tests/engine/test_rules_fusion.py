@@ -10,6 +10,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import apply_family
 from diagnosis.engine.proposers.rules.fusion import fuse_elementwise_pairs
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 CHAIN = h.source("ew_chain.py")
 MUL_LAUNCH = "        out = torch.empty_like(x)\n        mul_kernel[grid](r, y, out, n, BLOCK_SIZE=BLOCK_SIZE)\n"
@@ -21,8 +22,8 @@ FIX = [
         PAIR,
         [
             "def add_relu_kernel(x_ptr, y_ptr, out_ptr, n_elements, out_ptr_1, BLOCK_SIZE: tl.constexpr):",
-            "    s_vals = (x + y).to(out_ptr.dtype.element_ty)\n    x_1 = s_vals\n"
-            "    tl.store(out_ptr_1 + offsets, tl.maximum(x_1, 0.0), mask=mask)\n",
+            "    s_vals = (x + y).to(out_ptr.dtype.element_ty)\n"
+            "    tl.store(out_ptr_1 + offsets, tl.maximum(s_vals, 0.0), mask=mask)\n",
             "        s = torch.empty_like(x)\n        r = torch.empty_like(x)\n"
             "        add_relu_kernel[grid](x, y, s, n, r, BLOCK_SIZE=BLOCK_SIZE)\n        return r\n",
         ],
@@ -33,11 +34,13 @@ FIX = [
         CHAIN,
         [
             "def add_relu_mul_kernel(x_ptr, y_ptr, out_ptr, n_elements, out_ptr_1, out_ptr_2, BLOCK_SIZE: tl.constexpr):",
-            # y is an input of add and of mul: passed once, loaded once
-            "    y_vals = tl.load(y_ptr + offsets, mask=mask)\n",
+            # y is an input of add and of mul: passed once, loaded once, into add's own name
+            "    y = tl.load(y_ptr + offsets, mask=mask)\n",
+            "    r_vals = tl.maximum(s_vals, 0.0).to(out_ptr_1.dtype.element_ty)\n"
+            "    tl.store(out_ptr_2 + offsets, r_vals * y, mask=mask)\n",
             "        add_relu_mul_kernel[grid](x, y, s, n, r, out, BLOCK_SIZE=BLOCK_SIZE)\n",
         ],
-        ["def mul_kernel(", "add_kernel[grid]", "relu_kernel[grid]"],
+        ["def mul_kernel(", "add_kernel[grid]", "relu_kernel[grid]", "y_vals", " = y\n"],
         id="chain-of-three-with-a-shared-input",
     ),
     pytest.param(
@@ -105,3 +108,67 @@ def test_fused_modules_are_correct(tmp_path: Path) -> None:
     results = h.interp_check(paths)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
+
+
+# --- code styles ---------------------------------------------------------------------------------
+
+FAMILY = Family.FUSION
+CHAIN_FORWARD = """class ModelNew(nn.Module):
+    def forward(self, x, y):
+        n = x.numel()
+        BLOCK_SIZE = 256
+        grid = (triton.cdiv(n, BLOCK_SIZE),)
+        s = torch.empty_like(x)
+        add_kernel[grid](x, y, s, n, BLOCK_SIZE=BLOCK_SIZE)
+        r = torch.empty_like(x)
+        relu_kernel[grid](s, r, n, BLOCK_SIZE=BLOCK_SIZE)
+        out = torch.empty_like(x)
+        mul_kernel[grid](r, y, out, n, BLOCK_SIZE=BLOCK_SIZE)
+        return out
+"""
+HELPER = CHAIN.replace(CHAIN_FORWARD, """def relu_mul(x, y):
+    n = x.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
+    s = torch.empty_like(x)
+    add_kernel[grid](x, y, s, n, 256)
+    r = torch.empty_like(x)
+    relu_kernel[grid](s, r, n, 256)
+    out = torch.empty_like(x)
+    mul_kernel[grid](r, y, out, n, 256)
+    return out
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        return relu_mul(x, y)
+""")
+
+STYLES = [
+    # launched from a helper, the block by position (it stays after the fused kernel's new
+    # parameters), the grid a lambda over meta
+    st.row(HELPER, "../ew_chain.py",
+           ["def add_relu_mul_kernel(x_ptr, y_ptr, out_ptr, n_elements, out_ptr_1, out_ptr_2, BLOCK_SIZE: tl.constexpr):",
+            "    add_relu_mul_kernel[grid](x, y, s, n, r, out, 256)\n    return out\n"],
+           id="helper-positional-block-grid-lambda"),
+    *st.import_rows("../ew_chain.py", ["add_relu_mul_kernel[grid](x, y, s, n, r, out, BLOCK_SIZE=BLOCK_SIZE)"]),
+    # the pair's blocks differ, so the pair does not fuse; add still goes into relu's loads (each
+    # element from its inputs alone), relu's block by position passed by keyword after it
+    st.row(HELPER.replace("relu_kernel[grid](s, r, n, 256)", "relu_kernel[grid](s, r, n, 512)"), "../ew_chain.py",
+           ["    relu_kernel[grid](s, r, n, BLOCK_SIZE=512, add_x_ptr=x, add_y_ptr=y)\n"],
+           id="prologue-where-the-pair-blocks-differ"),
+]
+
+PAIR_REFUSALS = [
+    st.row(HELPER.replace("relu_kernel[grid](s, r, n, 256)", "relu_kernel[grid](s, r, n, 512)"),
+           "../ew_chain.py", id="blocks-differ-by-position"),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_fuses_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)
+
+
+@pytest.mark.parametrize("case", PAIR_REFUSALS)
+def test_the_pair_refuses_launches_that_cover_other_elements(case: st.StyleCase) -> None:
+    assert fuse_elementwise_pairs(case.source, st.rule_input(case)) is None

@@ -56,13 +56,14 @@ FIX = [
             "    stride_cm, stride_cn,\n    out_ptr, alpha, BLOCK_M: tl.constexpr,",
             "def matmul_scaled_relu_kernel(",
             # the stored value kept as the temporary's dtype, then the consumer's statements
-            "    c_vals = (acc.to(tl.float16)).to(c_ptr.dtype.element_ty)\n"
+            "    c_vals = acc.to(tl.float16).to(c_ptr.dtype.element_ty)\n"
             "    x = c_vals.to(tl.float32)\n",
             # the store goes to out at the product's address (the local pointer inlined) and mask
             "    tl.store(out_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, "
             "(tl.maximum(x, 0.0) * alpha).to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))",
             # one launch, at the consumer's place, after out is allocated
-            "        out = torch.empty_like(c)\n        n = c.numel()\n        matmul_scaled_relu_kernel[grid](",
+            # the consumer's size went with its launch
+            "        out = torch.empty_like(c)\n        matmul_scaled_relu_kernel[grid](",
             "            BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, out_ptr=out, alpha=self.alpha,\n        )\n        return out\n",
         ],
         ["scaled_relu_kernel[(triton.cdiv", "def scaled_relu_kernel(", "def matmul_kernel(", "tl.store(c_ptrs"],
@@ -72,7 +73,8 @@ FIX = [
         ROW,
         [
             "def layernorm_gelu_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride, eps, y_ptr_1, BLOCK_SIZE: tl.constexpr):",
-            "    normed_vals = (diff * rstd * w + b).to(y_ptr.dtype.element_ty)\n    x_1 = normed_vals\n",
+            "    normed_vals = (diff * rstd * w + b).to(y_ptr.dtype.element_ty)\n"
+            "    y = 0.5 * normed_vals * (1.0 + tl.erf(normed_vals * 0.7071067811865476))\n",
             "    tl.store(y_ptr_1 + row * stride + cols, y, mask=mask)\n",
             "            BLOCK_SIZE=triton.next_power_of_2(n_cols),\n            y_ptr_1=out,\n        )\n",
         ],

@@ -94,7 +94,7 @@ def test_the_element_wise_body_runs_per_row_with_the_row_result_in_registers() -
     for text in [
         FUSED_DEF,
         # the row's result, cast as the store would, is stored as before and kept
-        "    s_row = (tl.maximum(tl.max(acc, axis=0), 1e-3)).to(s_ptr.dtype.element_ty)\n"
+        "    s_row = tl.maximum(tl.max(acc, axis=0), 1e-3).to(s_ptr.dtype.element_ty)\n"
         "    tl.store(s_ptr + row, s_row)\n",
         # the element-wise body over the row's columns, in the consumer's blocks
         "    for col_start in range(0, n_cols_1, SCALE_ROWS_BLOCK):\n"
@@ -102,10 +102,9 @@ def test_the_element_wise_body_runs_per_row_with_the_row_result_in_registers() -
         "        offsets = row * n_cols_1 + cols_1\n"
         "        mask_1 = cols_1 < n_cols_1\n"
         "        x = tl.load(x_ptr_1 + offsets, mask=mask_1)\n"
-        "        s = s_row\n"
-        "        tl.store(out_ptr + offsets, x / s + 1.0, mask=mask_1)\n",
+        "        tl.store(out_ptr + offsets, x / s_row + 1.0, mask=mask_1)\n",
         # launched where the consumer was, when the flat size is whole rows; else both as before
-        "        if n == (n_rows) * (n_cols):\n"
+        "        if n == n_rows * n_cols:\n"
         "            row_absmax_scale_rows_kernel[(n_rows,)](x, s, n_cols, x.stride(0), BLOCK=128, x_ptr_1=x, "
         "out_ptr=out, n_cols_1=n_cols, SCALE_ROWS_BLOCK=256)\n"
         "        else:\n"
@@ -127,8 +126,10 @@ def test_the_fusion_family_joins_the_element_wise_pair_first_then_the_row_broadc
     assert first is not None and "fused element-wise launches" in first.mechanism
     second = apply_family(Family.FUSION, first.source, h.rule_input())
     assert second is not None and second.kernels == ("row_mean_sub_row_mul_col_kernel",)
-    assert "m = mean_row\n" in second.source
-    assert "if n == (n_rows) * (n_cols):" in second.source
+    # the consumer reads the row's mean kept in registers directly, no `m = mean_row` copy
+    assert "        centered_vals = (x - mean_row).to(out_ptr.dtype.element_ty)\n" in second.source
+    assert " = mean_row\n" not in second.source
+    assert "if n == n_rows * n_cols:" in second.source
     assert apply_family(Family.FUSION, second.source, h.rule_input()) is None
 
 
@@ -171,11 +172,18 @@ NOOP = [
         ABSMAX_SCALE.replace("BLOCK_SIZE=256)\n", "BLOCK_SIZE=256, num_warps=8)\n"),
         id="consumer-launch-option-it-cannot-carry",
     ),
-    pytest.param(
-        ABSMAX_SCALE.replace("(x, s, n_cols, x.stride(0), BLOCK=128)", "(x, s, n_cols, x.stride(0), 128)"),
-        id="row-kernel-constexpr-passed-by-position",
-    ),
 ]
+
+BY_POSITION = ABSMAX_SCALE.replace("(x, s, n_cols, x.stride(0), BLOCK=128)", "(x, s, n_cols, x.stride(0), 128)")
+
+
+def test_a_row_kernel_constexpr_passed_by_position_is_passed_by_keyword() -> None:
+    """The consumer's parameters go before the row kernel's constexprs: the block the launch
+    gave by position binds by keyword in the fused launch."""
+    rw = fuse_row_broadcast(BY_POSITION, h.rule_input())
+    assert rw is not None
+    assert "row_absmax_scale_rows_kernel[(n_rows,)](x, s, n_cols, x.stride(0), BLOCK=128, x_ptr_1=x," in rw.source
+    assert "row_absmax_kernel[(n_rows,)](x, s, n_cols, x.stride(0), 128)\n" in rw.source  # the else branch
 
 
 @pytest.mark.parametrize("before", NOOP)
@@ -186,7 +194,7 @@ def test_it_leaves_unsafe_sequences_alone(before: str) -> None:
 def test_fused_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None:
     """The fused launch on every case and verify input (odd rows, a row shorter than a block),
     and the guard's other branch forced, as a flat size of partial rows would take it."""
-    sources = [("absmax_scale.py", ABSMAX_SCALE)]
+    sources = [("absmax_scale.py", ABSMAX_SCALE), ("absmax_scale_by_position.py", BY_POSITION)]
     if MEAN_CENTER:
         first = apply_family(Family.FUSION, MEAN_CENTER, h.rule_input())
         assert first is not None

@@ -11,6 +11,7 @@ from diagnosis.engine.proposers.base import CaseShape, ProposalContext
 from diagnosis.engine.proposers.rules import RuleInput, apply_family
 from diagnosis.engine.proposers.rules.hints import aligned_copy, contiguity_hints
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 SOFTMAX = h.source("softmax_loops.py")
 VEC_ADD = h.source("vec_add.py")
@@ -158,3 +159,44 @@ def test_no_contiguity_hint_where_the_findings_name_what_blocks() -> None:
     finding = blocked("add_kernel", ("n_elements", "mask"))
     assert contiguity_hints(VEC_ADD, with_findings(finding)) is None
     assert contiguity_hints(VEC_ADD, with_findings(blocked("add_kernel"))) is not None
+
+
+# --- code styles: the rewrite of modules written the way other projects write them ------------
+
+FAMILY = Family.HINTS
+ADD = st.source("add_tutorial.py")
+ADD_AUTOTUNED = ADD.replace(
+    "@triton.jit\n",
+    '@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 512}), triton.Config({"BLOCK_SIZE": 2048})],'
+    ' key=["n_elements"])\n@triton.jit\n',
+).replace(", BLOCK_SIZE=1024)", ")")
+
+STYLES = [
+    # the sizes some timed case makes multiples of 4 but not of 16 (rows of 1000), read through
+    # forward -> Function.apply -> the helper -> calculate_settings
+    st.row(st.source("softmax_liger.py"), "softmax_liger.py",
+           ["    if n_cols % 4 == 0:\n        _softmax_single_block_forward_kernel_aligned[(n_rows,)](\n",
+            "    # launched only when these are multiples of 4\n    n_cols = n_cols // 4 * 4\n"],
+           id="liger-helper-through-function-apply"),
+    st.row(st.source("softmax_online.py"), "softmax_online.py",
+           ["        if N % 4 == 0:\n            softmax_kernel_inner_aligned[grid](out, x, M, N, TILE_N, num_warps=4)\n"],
+           id="tile-by-position-in-a-with-block"),
+    st.row(ADD_AUTOTUNED, "add_tutorial.py",
+           ['key=["n_elements"])\n@triton.jit\ndef add_kernel_aligned('],  # the copy keeps its autotuner
+           id="autotuned-kernel-copied-with-its-autotuner"),
+    # without shape cases nothing names a size: the always-true contiguity hint, on the tutorial's
+    # `block_start = pid * BLOCK_SIZE; offsets = block_start + tl.arange(...)`
+    st.row(ADD, "", ["    offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)\n"],
+           id="tutorial-offsets-through-block-start"),
+    *[
+        st.row(fn(ADD), "", [fn("    offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)\n")],
+               ["import triton.language as tl\nimport triton.language"], id=f"contiguity-{style}")
+        for style, fn in st.IMPORT_STYLES.items()
+    ],
+    *st.import_rows("softmax_online.py", ["def softmax_kernel_inner_aligned(", "        if N % 4 == 0:\n"]),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_hints_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)

@@ -12,6 +12,7 @@ from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RulesProposer, apply_family
 from diagnosis.engine.tier0 import run_tier0
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 BIAS_ROWS = h.source("bias_rows.py")
 LOOP = "    for row in range(0, n_rows):\n"
@@ -144,3 +145,18 @@ def test_hoisted_modules_are_correct_under_the_interpreter(tmp_path: Path) -> No
     results = h.interp_check(paths)
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
+
+
+# --- code styles: the rule reads the kernel alone, in any import style ---------------------------
+
+FAMILY = Family.HOIST
+STYLES = st.import_rows(
+    "../bias_rows.py",
+    ["        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)\n",
+     "    b = tl.load(b_ptr + cols, mask=mask & (0 < n_rows), other=0.0)\n    for row in range(0, n_rows):\n"],
+)
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_hoists_in_every_import_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)

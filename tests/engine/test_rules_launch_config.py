@@ -13,6 +13,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext
 from diagnosis.engine.proposers.rules import RuleInput, apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 HEADER = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
 
@@ -155,6 +156,20 @@ return out
     )
 )
 
+FIX.append(
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, 1024)
+return out
+'''),
+        ['copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, out, n)\n', 'key=["n"]'],
+        [", 1024)"],
+        id="block-passed-positionally-is-dropped",
+    )
+)
+
 NOOP = [
     pytest.param(
         HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024})], key=['n'])\n"
@@ -203,15 +218,6 @@ copy_kernel[make_grid(n)](x, out, n, BLOCK_SIZE=1024)
 return out
 '''),
         id="grid-from-a-helper",
-    ),
-    pytest.param(
-        HEADER + ELEMENTWISE_KERNEL + wrapper('''
-n = x.numel()
-out = torch.empty_like(x)
-copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, 1024)
-return out
-'''),
-        id="block-passed-positionally",
     ),
     pytest.param(
         HEADER + ELEMENTWISE_KERNEL + wrapper('''
@@ -512,3 +518,75 @@ def test_sizes_the_shapes_do_not_give_come_from_the_recorded_launches() -> None:
     rw = apply_family(Family.LAUNCH_CONFIG, path.read_text(), _on_h200(bare))
     assert rw is not None and "GELU_KERNEL_FIXED_UP_TO" not in rw.source
     assert "if M * K <= LINEAR_KERNEL_FIXED_UP_TO:" in rw.source
+
+
+# --- code styles: the rewrite of modules written the way other projects write them ------------
+
+FAMILY = Family.LAUNCH_CONFIG
+ADD = st.source("add_tutorial.py")
+ADD_LOADS = "    x = tl.load(x_ptr + offsets, mask=mask)\n    y = tl.load(y_ptr + offsets, mask=mask)\n"
+ADD_HEURISTICS = ADD.replace(
+    "@triton.jit\ndef add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):",
+    '@triton.heuristics({"EVEN": lambda args: args["n_elements"] % args["BLOCK_SIZE"] == 0})\n'
+    "@triton.jit\ndef add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr, EVEN: tl.constexpr):",
+).replace(
+    ADD_LOADS,
+    "    if EVEN:\n        x = tl.load(x_ptr + offsets)\n        y = tl.load(y_ptr + offsets)\n"
+    "    else:\n" + ADD_LOADS.replace("    ", "        "),
+)
+ADD_DEFAULT = ADD.replace("BLOCK_SIZE: tl.constexpr):", "BLOCK_SIZE: tl.constexpr = 1024):").replace(
+    ", BLOCK_SIZE=1024)", ")"
+)
+ADD_AUTOTUNED = ADD.replace(
+    "@triton.jit\n",
+    '@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 512}), triton.Config({"BLOCK_SIZE": 2048})],'
+    ' key=["n_elements"])\n@triton.jit\n',
+).replace(", BLOCK_SIZE=1024)", ")")
+
+STYLES = [
+    st.row(ADD, "add_tutorial.py",
+           ['key=["n_elements"]', "    add_kernel[grid](x, y, output, n_elements)\n",
+            'grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)'],  # the lambda already reads meta
+           id="tutorial-helper-launch-and-grid-lambda"),
+    st.row(st.source("matmul_tutorial.py"), "matmul_tutorial.py",
+           ['triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32}, num_warps=4, num_stages=2)',
+            'key=["M", "N", "K"]',
+            # the tiles went; GROUP_SIZE_M, after them, is passed by keyword to bind as before
+            "        c.stride(0), c.stride(1),\n        GROUP_SIZE_M=8,\n        ACTIVATION=activation,\n    )\n"],
+           ["64, 64, 32, 8", "num_stages=2,\n    )"], id="tiles-by-position-later-arguments-by-keyword"),
+    st.row(st.source("softmax_liger.py"), "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)", "    BLOCK_SIZE, _ = calculate_settings(n_cols)\n",
+            "        BLOCK_SIZE=BLOCK_SIZE,\n        n_rows=n_rows,\n    )"],
+           ["num_warps=num_warps"], id="calculate-settings-block-tunes-the-warps"),
+    st.row(st.source("softmax_online.py"), "softmax_online.py",
+           ['triton.Config({"TILE_N": 256}, num_warps=4)', "softmax_kernel_inner[grid](out, x, M, N)\n"],
+           ["TILE_N = 256"], id="tile-by-position-in-a-with-block"),
+    st.row(ADD_HEURISTICS, "add_tutorial.py",
+           ['    key=["n_elements"],\n)\n@triton.heuristics('],  # above the heuristics, which read the block
+           id="heuristics-stay-under-the-autotuner"),
+    st.row(ADD_DEFAULT, "add_tutorial.py",
+           ['triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)', "BLOCK_SIZE: tl.constexpr = 1024):"],
+           id="block-from-the-constexpr-default"),
+    *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
+]
+
+STYLE_REFUSALS = [
+    st.row(ADD_AUTOTUNED, "add_tutorial.py", id="an-existing-autotune"),
+    st.row(
+        ADD.replace("@triton.jit\n", '@triton.heuristics({"BLOCK_SIZE": lambda args: 1024})\n@triton.jit\n').replace(
+            ", BLOCK_SIZE=1024)", ")"
+        ),
+        "add_tutorial.py",
+        id="block-supplied-by-heuristics",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_tunes_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)
+
+
+@pytest.mark.parametrize("case", STYLE_REFUSALS)
+def test_it_refuses_a_block_it_does_not_own(case: st.StyleCase) -> None:
+    assert st.refused(FAMILY, case)

@@ -7,6 +7,7 @@ import pytest
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 MATMUL = h.source("matmul.py")
 LAUNCH = "            BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,\n"
@@ -56,3 +57,32 @@ def test_it_raises_stages_and_warps_of_dot_loops(before: str, present: list[str]
 @pytest.mark.parametrize("before", NOOP)
 def test_it_leaves_other_launches_alone(before: str) -> None:
     assert apply_family(Family.PIPELINING, before, h.rule_input()) is None
+
+
+# --- code styles ---------------------------------------------------------------------------------
+
+FAMILY = Family.PIPELINING
+MATMUL = st.source("matmul_tutorial.py")
+MATMUL_AUTOTUNED = MATMUL.replace(
+    "@triton.jit\n",
+    "@triton.autotune(\n    configs=[\n"
+    '        triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8},'
+    " num_stages=2, num_warps=2),\n"
+    '        triton.Config({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8},'
+    " num_stages=4, num_warps=4),\n"
+    '    ],\n    key=["M", "N", "K"],\n)\n@triton.jit\n',
+).replace("        64, 64, 32, 8,\n", "").replace("        num_stages=2,\n", "")
+
+STYLES = [
+    st.row(MATMUL, "matmul_tutorial.py", ["        ACTIVATION=activation,\n        num_stages=3,\n    )"],
+           id="tutorial-matmul-launch-in-a-helper"),
+    st.row(MATMUL_AUTOTUNED, "matmul_tutorial.py",
+           ['"GROUP_SIZE_M": 8}, num_stages=3, num_warps=4),\n', '"GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),\n'],
+           id="tutorial-autotune-configs"),
+    *st.import_rows("matmul_tutorial.py", ["        num_stages=3,\n"]),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_pipelines_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)

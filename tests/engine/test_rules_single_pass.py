@@ -11,6 +11,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import CaseShape
 from diagnosis.engine.proposers.rules import apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 SOFTMAX = h.source("softmax_loops.py")
 
@@ -117,23 +118,27 @@ FIX = [
         SOFTMAX,
         1,
         [
-            "    start = 0\n    cols = start + tl.arange(0, BLOCK_SIZE)\n"
-            '    x_vals = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n    x = x_vals\n',
-            "        single_pass_n = n_cols\n        if 0 < single_pass_n <= 16384:\n"
-            "            single_pass_block = triton.next_power_of_2(single_pass_n)\n"
+            # the loop variable is 0, each statement and the load the passes repeat is kept once
+            '    row_max = float("-inf")\n    cols = tl.arange(0, BLOCK_SIZE)\n'
+            '    x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n'
+            "    row_max = tl.maximum(row_max, tl.max(x, axis=0))\n",
+            # the row size is a name already: the guard reads it
+            "        if 0 < n_cols <= 16384:\n"
+            "            single_pass_block = triton.next_power_of_2(n_cols)\n"
             "            single_pass_warps = 4 if single_pass_block <= 2048 else 8 if single_pass_block <= 8192 else 16\n"
             "            softmax_kernel_single_pass[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), "
             "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps)\n"
             "        else:\n"
             "            softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=256)\n",
-            "    # pass 2: sum of exponentials\n    denom = 0.0\n    start = 0\n",
+            "    # pass 2: sum of exponentials\n    denom = 0.0\n    denom += tl.sum(tl.exp(x - row_max), axis=0)\n\n"
+            "    # pass 3: normalise and write\n    mask = cols < n_cols\n    tl.store(",
         ],
         id="three-passes-read-the-row-once",
     ),
     pytest.param(
         LAYERNORM,
         2,  # x once (the inline load of pass 1 and `mask=mask` of pass 2 are the same), w once
-        ["    x_vals = tl.load(x_ptr + cols, mask=cols < N, other=0.0)\n    acc += x_vals\n",
+        ["    x = tl.load(x_ptr + cols, mask=cols < N, other=0.0)\n    acc += x\n",
          "        single_pass_n = self.hidden\n",
          "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps,\n            )"],
         id="inline-load-and-mask-variable-merged",
@@ -141,14 +146,16 @@ FIX = [
     pytest.param(
         L2NORM,
         1,
-        ["    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n    i = 0\n    cols = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n",
-         "BLOCK_SIZE=BLOCK, num_warps=4)\n"],
+        ["    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n    cols = tl.arange(0, BLOCK_SIZE)\n",
+         "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps)\n", "BLOCK_SIZE=BLOCK, num_warps=4)\n"],
         id="two-cdiv-loops",
     ),
     pytest.param(
         STORE_BETWEEN,
         2,
-        ["    x = x_vals\n    denom += tl.sum", "    tl.store(out_row + cols, x, mask=cols < n_cols)\n"],
+        ["    denom += tl.sum(tl.exp(x - row_max), axis=0)\n    tl.store(out_row + cols, x, mask=cols < n_cols)\n",
+         # read again after the store: it may see what the store wrote
+         '    mask = cols < n_cols\n    x = tl.load(x_row + cols, mask=mask, other=float("-inf"))\n'],
         id="no-merge-across-a-store",
     ),
 ]
@@ -212,7 +219,7 @@ def test_it_holds_twice_the_elements_for_16_bit_rows() -> None:
     cases = (CaseShape(0, ((64, 20000),), ("float16",)),)
     rw = apply_family(Family.SINGLE_PASS, SOFTMAX, h.rule_input(cases))
     assert rw is not None
-    assert "if 0 < single_pass_n <= 32768:" in rw.source
+    assert "if 0 < n_cols <= 32768:" in rw.source
 
 
 def test_single_pass_modules_are_correct(tmp_path: Path) -> None:
@@ -229,3 +236,79 @@ def test_single_pass_modules_are_correct(tmp_path: Path) -> None:
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
     assert results[str(tmp_path / "single_tuned.py")]["configs"] >= 4
+
+
+# --- code styles: the rewrite of modules written the way other projects write them ------------
+
+FAMILY = Family.SINGLE_PASS
+ONLINE = st.source("softmax_online.py")
+ONLINE_LAUNCH = "        softmax_kernel_inner[grid](out, x, M, N, TILE_N, num_warps=4)\n"
+ONLINE_HEURISTICS = ONLINE.replace(
+    "@triton.jit\ndef softmax_kernel_inner(output_ptr, input_ptr, M, N, TILE_N: tl.constexpr):",
+    '@triton.heuristics({"EVEN_N": lambda args: args["N"] % args["TILE_N"] == 0})\n'
+    "@triton.jit\ndef softmax_kernel_inner(output_ptr, input_ptr, M, N, TILE_N: tl.constexpr, EVEN_N: tl.constexpr):",
+).replace(
+    '        inp = tl.load(input_ptr + offset, mask=mask, other=-float("inf")).to(tl.float32)\n        m_new',
+    "        if EVEN_N:\n            inp = tl.load(input_ptr + offset).to(tl.float32)\n        else:\n"
+    '            inp = tl.load(input_ptr + offset, mask=mask, other=-float("inf")).to(tl.float32)\n        m_new',
+)
+ONLINE_AUTOTUNED = ONLINE.replace(
+    "@triton.jit\n",
+    '@triton.autotune(configs=[triton.Config({"TILE_N": 256}, num_warps=4), triton.Config({"TILE_N": 1024}, num_warps=8)],'
+    ' key=["N"])\n@triton.jit\n',
+).replace(ONLINE_LAUNCH, "        softmax_kernel_inner[grid](out, x, M, N)\n")
+ONLINE_DEFAULT = ONLINE.replace("TILE_N: tl.constexpr):", "TILE_N: tl.constexpr = 256):").replace(
+    ONLINE_LAUNCH, "        softmax_kernel_inner[grid](out, x, M, N, num_warps=4)\n"
+)
+COPY = "softmax_kernel_inner_single_pass[grid](out, x, M, N, "
+
+STYLES = [
+    st.row(ONLINE, "softmax_online.py",
+           [COPY + "single_pass_block, num_warps=single_pass_warps)\n",
+            # both passes' statements once, the tile's offsets from 0
+            "    n_offsets = tl.arange(0, TILE_N)\n    offset = pid_m * N + n_offsets\n    mask = n_offsets < N\n"
+            '    inp = tl.load(input_ptr + offset, mask=mask, other=-float("inf")).to(tl.float32)\n    m_new',
+            "    m = m_reduced\n    o = tl.exp(inp - m) / z\n"],
+           ["start_n = 0"], id="online-softmax-tile-by-position-in-a-with-block"),
+    st.row(st.source("layernorm_tutorial.py"), "layernorm_tutorial.py",
+           ["N, self.ln.eps, single_pass_block, num_warps=single_pass_warps\n",
+            "    a = tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)\n",
+            "    x = tl.where(cols < N, a - mean, 0.0)\n"],  # the second pass's load is the first's value
+           ["off = 0", " = X_vals"], id="tutorial-layernorm-three-passes"),
+    st.row(ONLINE_HEURISTICS, "softmax_online.py",
+           ['@triton.heuristics({"EVEN_N": lambda args: args["N"] % args["TILE_N"] == 0})\n'
+            "@triton.jit\ndef softmax_kernel_inner_single_pass("],  # they recompute EVEN_N for the new tile
+           id="heuristics-kept-on-the-copy"),
+    st.row(ONLINE_AUTOTUNED, "softmax_online.py",
+           ["\n\n\n@triton.jit\ndef softmax_kernel_inner_single_pass(",
+            COPY + "TILE_N=single_pass_block, num_warps=single_pass_warps)\n",
+            "        else:\n            softmax_kernel_inner[grid](out, x, M, N)\n"],
+           id="autotuned-tile-set-on-the-copy"),
+    st.row(ONLINE_DEFAULT, "softmax_online.py", [COPY + "TILE_N=single_pass_block, num_warps=single_pass_warps)\n"],
+           id="tile-from-the-constexpr-default"),
+    st.row(ONLINE.replace("    grid = (M, 1, 1)\n", "    grid = lambda meta: (M, 1, 1)  # noqa: E731\n"), "softmax_online.py",
+           [COPY + "single_pass_block, num_warps=single_pass_warps)\n"], id="grid-lambda"),
+    *st.import_rows("softmax_online.py",
+                    ["def softmax_kernel_inner_single_pass(", "single_pass_block = triton.next_power_of_2(N)"]),
+]
+
+STYLE_REFUSALS = [
+    st.row(ONLINE.replace("@triton.jit\n", '@triton.heuristics({"TILE_N": lambda args: 256})\n@triton.jit\n').replace(
+        ONLINE_LAUNCH, "        softmax_kernel_inner[grid](out, x, M, N, num_warps=4)\n"),
+        "softmax_online.py", id="tile-from-heuristics"),
+    st.row(ONLINE_AUTOTUNED.replace('configs=[triton.Config({"TILE_N": 256}, num_warps=4), '
+                                    'triton.Config({"TILE_N": 1024}, num_warps=8)]', "configs=tuned_configs()"),
+           "softmax_online.py", id="autotune-configs-it-cannot-read"),
+    st.row(ONLINE.replace("    grid = (M, 1, 1)\n", '    grid = lambda meta: (M * triton.cdiv(N, meta["TILE_N"]),)  # noqa: E731\n'),
+           "softmax_online.py", id="grid-reads-the-tile"),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_flattens_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)
+
+
+@pytest.mark.parametrize("case", STYLE_REFUSALS)
+def test_it_refuses_a_tile_it_cannot_set(case: st.StyleCase) -> None:
+    assert st.refused(FAMILY, case)

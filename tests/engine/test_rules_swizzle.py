@@ -9,6 +9,7 @@ import pytest
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import apply_family
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 MATMUL = h.source("matmul.py")
 
@@ -132,3 +133,28 @@ def test_grouped_modules_are_correct(tmp_path: Path) -> None:
     for path in paths:
         assert results[str(path)]["ok"], results[str(path)]["message"]
     assert results[str(tmp_path / "both.py")]["configs"] >= 8
+
+
+# --- code styles ---------------------------------------------------------------------------------
+
+FAMILY = Family.SWIZZLE
+MATMUL_2D = st.source("matmul_2d.py")
+
+STYLES = [
+    # tiles by position, the grid a lambda over META: its two axes fold into one
+    st.row(MATMUL_2D, "matmul_2d.py",
+           ['        grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)',
+            "BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr = 8):\n"],
+           id="positional-tiles-and-grid-lambda"),
+    # a tuple grid of literal tiles: the kernel's tiles, passed by position, are the grid's divisors
+    st.row(MATMUL_2D.replace(
+        '        grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]), triton.cdiv(N, META["BLOCK_N"]))  # noqa: E731\n',
+        "        grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))\n"), "matmul_2d.py",
+        ["        grid = (triton.cdiv(M, 32) * triton.cdiv(N, 32),)\n"], id="positional-tiles-and-a-tuple-grid"),
+    *st.import_rows("matmul_2d.py", ["    group_id = pid // num_pid_in_group\n", "GROUP_SIZE_M"]),
+]
+
+
+@pytest.mark.parametrize("case", STYLES)
+def test_it_groups_every_code_style(case: st.StyleCase) -> None:
+    st.rewrite(FAMILY, case)

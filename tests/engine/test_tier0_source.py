@@ -131,3 +131,49 @@ def test_kernel_dependencies_follow_locals(module) -> None:
     deps = kernel.name_deps("offs")
     assert deps.pids == frozenset({0}) and deps.arange and not deps.loaded
     assert kernel.pointer_params() == {"x_ptr"}
+
+
+STYLED = [
+    pytest.param(
+        "import triton as tr\nimport triton.language as tl\n", "@tr.jit", "tl", "tr", id="triton-as-tr"
+    ),
+    pytest.param(
+        "import triton\nfrom triton import jit\nimport triton.language as tl\n",
+        "@jit",
+        "tl",
+        "triton",
+        id="from-triton-import-jit",
+    ),
+    pytest.param(
+        "import triton\nimport triton.language as lang\n",
+        "@triton.jit",
+        "lang",
+        "triton",
+        id="triton-language-as-lang",
+    ),
+]
+
+
+@pytest.mark.parametrize(("imports", "decorator", "tl", "tr"), STYLED)
+def test_tier0_reads_kernels_and_helper_launches_from_the_source_model(
+    imports: str, decorator: str, tl: str, tr: str
+) -> None:
+    """The kernel, its constexpr and a launch in a module-level helper with the block passed by
+    position, in each import style: the source model decides, tier 0 reads."""
+    source = (
+        f"import torch\n{imports}\n\n{decorator}\n"
+        f"def k(x_ptr, n, BLOCK: {tl}.constexpr):\n"
+        f"    offs = {tl}.program_id(0) * BLOCK + {tl}.arange(0, BLOCK)\n"
+        f"    {tl}.store(x_ptr + offs, 1.0, mask=offs < n)\n\n\n"
+        "def fill(x):\n"
+        "    n = x.numel()\n"
+        f"    k[({tr}.cdiv(n, 256),)](x, n, 256, num_warps=2)\n\n\n"
+        "class ModelNew:\n    def forward(self, x):\n        fill(x)\n        return x\n"
+    )
+    module = parse_module(source)
+    kernel = module.kernels["k"]
+    assert kernel.constexprs == ["BLOCK"] and kernel.decorators == ["triton.jit"]
+    assert [kernel.tl_name(c) for c in kernel.tl_calls("store")] == ["store"]
+    (site,) = module.launches
+    assert (site.kernel, site.function) == ("k", "fill")
+    assert site.values["BLOCK"].value == 256 and site.options["num_warps"].value == 2

@@ -19,13 +19,11 @@ Plain Python: no Django.
 
 from __future__ import annotations
 
-import ast
 import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from diagnosis.engine.astutil import import_aliases
 from diagnosis.engine.errors import ProposerError
 from diagnosis.engine.escalation import MECHANISMS, actionable
 from diagnosis.engine.evidence import ArtefactRef, Family, Finding, Severity, Tier
@@ -33,6 +31,7 @@ from diagnosis.engine.loop import REFERENCE_NAMES
 from diagnosis.engine.patterns import PATTERN_MATCH, PatternSpec
 from diagnosis.engine.proposers import prompts
 from diagnosis.engine.proposers.base import ProposalContext, RoundHistory
+from diagnosis.engine.srcmodel import SourceModelError, model_of
 
 # tokens ~ characters / 4: the estimate the prompt sizes are reported in (docs, run page)
 CHARS_PER_TOKEN = 4
@@ -135,74 +134,36 @@ class ModuleOutline:
     launches: tuple[LaunchInfo, ...] = ()
 
 
-_KERNEL_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit"})
-
-
 def read_kernels_and_launches(source: str) -> ModuleOutline:
-    """The module's Triton kernels and the `kernel[grid](...)` launch sites that name them.
-
-    A stand-in for the source model (diagnosis.engine.srcmodel, being built on another branch):
-    when it lands, this reads `model_of(source).kernels` and `.launches` instead, and the prompt
-    sees every launch the rules see (aliases, launches through a helper)."""
+    """The module's Triton kernels and every launch site of them, as the source model reads
+    them (diagnosis.engine.srcmodel: any import alias or decorator stack, launches in helpers and
+    nested functions), so the prompt sees what the rules see."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        model = model_of(source)
+    except (SyntaxError, SourceModelError):
         return ModuleOutline()
-    aliases = import_aliases(tree)
-
-    def dotted(expr: ast.expr) -> str:
-        if isinstance(expr, ast.Call):
-            expr = expr.func
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return ""
-        return ".".join([aliases.get(expr.id, expr.id), *reversed(parts)])
-
-    kernels: dict[str, KernelInfo] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            decorators = tuple(dotted(d) for d in node.decorator_list)
-            if not any(d in _KERNEL_DECORATORS for d in decorators):
-                continue
-            params = tuple(
-                f"{a.arg}: constexpr"
-                if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
-                else a.arg
-                for a in node.args.args
-            )
-            kernels[node.name] = KernelInfo(node.name, node.lineno, params, decorators)
-
-    launches: list[LaunchInfo] = []
-
-    def visit(node: ast.AST, where: list[str]) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-                visit(child, [*where, child.name])
-                continue
-            if (
-                isinstance(child, ast.Call)
-                and isinstance(child.func, ast.Subscript)
-                and isinstance(child.func.value, ast.Name)
-                and child.func.value.id in kernels
-            ):
-                args = [ast.unparse(a) for a in child.args] + [ast.unparse(k) for k in child.keywords]
-                launches.append(
-                    LaunchInfo(
-                        kernel=child.func.value.id,
-                        line=child.lineno,
-                        where=".".join(where) or "module level",
-                        grid=ast.unparse(child.func.slice),
-                        arguments=", ".join(args),
-                    )
-                )
-            visit(child, where)
-
-    visit(tree, [])
-    launches.sort(key=lambda launch: launch.line)
-    return ModuleOutline(tuple(sorted(kernels.values(), key=lambda k: k.line)), tuple(launches))
+    kernels = tuple(
+        KernelInfo(
+            name=k.name,
+            line=model.position(k.node)[0],
+            params=tuple(f"{p}: constexpr" if p in k.constexprs else p for p in k.params),
+            decorators=k.decorators,
+        )
+        for k in model.kernels.values()
+    )
+    launches = tuple(
+        LaunchInfo(
+            kernel=lc.kernel,
+            line=model.position(lc.call)[0],
+            where=lc.qualname or "module level",
+            grid=model.tree.code_for_node(lc.grid),
+            arguments=", ".join(model.tree.code_for_node(a).strip().rstrip(",") for a in lc.call.args),
+        )
+        for lc in model.launches
+    )
+    return ModuleOutline(
+        tuple(sorted(kernels, key=lambda k: k.line)), tuple(sorted(launches, key=lambda lc: lc.line))
+    )
 
 
 # --- the prompt ----------------------------------------------------------------------------

@@ -93,9 +93,8 @@ def _asserted_names(ctx: KernelContext) -> set[str]:
     names: set[str] = set()
     bodies: list[ast.AST] = [ctx.node]
     for site in ctx.launches:
-        fn = ctx.module.function_named(site.function)
-        if fn is not None:
-            bodies.append(fn)
+        if site.resolver.function is not None:
+            bodies.append(site.resolver.function)
     for body in bodies:
         for node in ast.walk(body):
             test = None

@@ -11,10 +11,11 @@ from __future__ import annotations
 import ast
 import copy
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from diagnosis.engine.astutil import import_aliases
+from diagnosis.engine.srcmodel import Kernel, Launch, SourceModel, SourceModelError, model_of, normalize
 
 # Reductions whose result has fewer dimensions than their input.
 REDUCTIONS = frozenset(
@@ -742,20 +743,22 @@ class ModuleContext:
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     launches: list[LaunchSite] = field(default_factory=list)
     inputs: list[InputTensor] = field(default_factory=list)
+    model: SourceModel | None = field(default=None, repr=False)
 
     def canonical(self, node: ast.AST) -> str | None:
-        """Dotted name with import aliases undone: ``tl.load``, ``triton.jit``, ``torch.randn``."""
+        """Dotted name with import aliases undone: ``tl.load``, ``triton.jit``, ``torch.randn``
+        (the source model's reading of the imports)."""
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
         if not isinstance(node, ast.Name):
             return None
+        text = ".".join([node.id, *reversed(parts)])
+        if self.model is not None:
+            return self.model.names.resolve(text)
         head = self.aliases.get(node.id, node.id)
-        dotted = ".".join([head, *reversed(parts)])
-        if dotted.startswith("triton.language."):
-            dotted = "tl." + dotted[len("triton.language.") :]
-        return dotted
+        return normalize(".".join([head, *reversed(parts)]))
 
     def segment(self, node: ast.AST) -> str:
         return ast.get_source_segment(self.source, node) or _unparse(node)
@@ -781,9 +784,16 @@ class ModuleContext:
 
 
 def parse_module(source: str) -> ModuleContext:
-    """Parse ``source`` into a ModuleContext. Raises SyntaxError when it does not parse."""
-    tree = ast.parse(source)
-    aliases = _import_aliases(tree)
+    """The tier-0 view of ``source``'s source model: which functions are kernels, what their
+    constexprs are, what the imports mean and where every launch is come from the model (the one
+    validation and the rules read); this module adds the ast-side readers of values and of kernel
+    bodies. Raises SyntaxError when the text does not parse."""
+    try:
+        model = model_of(source)
+    except SourceModelError as exc:
+        raise SyntaxError(str(exc)) from exc
+    tree = model.ast_tree
+    aliases = {local: normalize(full) for local, full in model.names.imports.items()}
     constants: dict[str, tuple[int, ast.expr]] = {}
     for stmt in tree.body:
         targets: list[ast.expr] = []
@@ -795,37 +805,40 @@ def parse_module(source: str) -> ModuleContext:
         for target in targets:
             if isinstance(target, ast.Name) and value is not None:
                 constants[target.id] = (stmt.lineno, value)
-    ctx = ModuleContext(source, tree, aliases, constants)
+    ctx = ModuleContext(source, tree, aliases, constants, model=model)
+    kernel_lines = {model.position(k.node)[0]: k for k in model.kernels.values()}
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef):
-            if _is_jit(ctx, stmt):
-                ctx.kernels[stmt.name] = _kernel_context(ctx, stmt)
+            found = kernel_lines.get(stmt.lineno)
+            if found is not None and found.name == stmt.name:
+                ctx.kernels[stmt.name] = _kernel_context(ctx, stmt, found)
             else:
                 ctx.functions[stmt.name] = stmt
         elif isinstance(stmt, ast.ClassDef):
             ctx.classes[stmt.name] = stmt
     # `k_tuned = triton.autotune(...)(k)` (a size dispatch keeps `k` for small problems): `k` has
     # an autotune space even though its own decorators do not say so
-    for stmt in tree.body:
-        value = stmt.value if isinstance(stmt, ast.Assign) else None
-        if (
-            isinstance(value, ast.Call)
-            and isinstance(value.func, ast.Call)
-            and _decorator_name(ctx, value.func) in ("triton.autotune", "autotune")
-            and len(value.args) == 1
-            and isinstance(value.args[0], ast.Name)
-            and value.args[0].id in ctx.kernels
-        ):
-            ctx.kernels[value.args[0].id].autotune = _parse_autotune(ctx, value.func)
+    for name, kernel in model.kernels.items():
+        if kernel.handles and name in ctx.kernels:
+            call = _handle_autotune(ctx, kernel.handles[0])
+            if call is not None:
+                ctx.kernels[name].autotune = _parse_autotune(ctx, call)
     ctx.launches = _find_launches(ctx)
     ctx.inputs = _find_inputs(ctx)
     return ctx
 
 
-def _import_aliases(tree: ast.Module) -> dict[str, str]:
-    # tl, triton and torch resolve to themselves even when the file imports them oddly
-    aliases = {"tl": "tl", "triton": "triton", "torch": "torch", **import_aliases(tree)}
-    return {k: ("tl" if v == "triton.language" else v) for k, v in aliases.items()}
+def _handle_autotune(ctx: ModuleContext, handle: str) -> ast.Call | None:
+    """The `triton.autotune(...)` call of the module statement `handle = triton.autotune(...)(k)`."""
+    for stmt in ctx.tree.body:
+        if not (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == handle for t in stmt.targets)):
+            continue
+        value = stmt.value
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Call):
+            if _decorator_name(ctx, value.func) == "triton.autotune":
+                return value.func
+            value = value.args[0] if value.args else None
+    return None
 
 
 def _decorator_name(ctx: ModuleContext, node: ast.expr) -> str | None:
@@ -834,30 +847,12 @@ def _decorator_name(ctx: ModuleContext, node: ast.expr) -> str | None:
     return ctx.canonical(node)
 
 
-def _is_jit(ctx: ModuleContext, fn: ast.FunctionDef) -> bool:
-    return any(_decorator_name(ctx, d) in ("triton.jit", "jit") for d in fn.decorator_list)
-
-
-def _kernel_context(ctx: ModuleContext, fn: ast.FunctionDef) -> KernelContext:
+def _kernel_context(ctx: ModuleContext, fn: ast.FunctionDef, kernel: Kernel) -> KernelContext:
     params = [a.arg for a in _all_args(fn.args)]
-    constexprs = [
-        a.arg
-        for a in _all_args(fn.args)
-        if a.annotation is not None and (ctx.canonical(a.annotation) or "").endswith("constexpr")
-    ]
-    decorators = [name for d in fn.decorator_list if (name := _decorator_name(ctx, d))]
     autotune = None
-    heuristics: tuple[str, ...] = ()
-    for dec in fn.decorator_list:
-        name = _decorator_name(ctx, dec)
-        if name in ("triton.autotune", "autotune") and isinstance(dec, ast.Call):
+    for dec, name in zip(fn.decorator_list, kernel.decorators, strict=False):
+        if name == "triton.autotune" and isinstance(dec, ast.Call):
             autotune = _parse_autotune(ctx, dec)
-        elif name in ("triton.heuristics", "heuristics") and isinstance(dec, ast.Call) and dec.args:
-            arg = dec.args[0]
-            if isinstance(arg, ast.Dict):
-                heuristics = tuple(
-                    k.value for k in arg.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
-                )
     parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(fn):
         for child in ast.iter_child_nodes(node):
@@ -873,10 +868,10 @@ def _kernel_context(ctx: ModuleContext, fn: ast.FunctionDef) -> KernelContext:
         name=fn.name,
         node=fn,
         params=params,
-        constexprs=constexprs,
-        decorators=decorators,
+        constexprs=list(kernel.constexprs),
+        decorators=list(kernel.decorators),
         autotune=autotune,
-        heuristics=heuristics,
+        heuristics=tuple(kernel.heuristics),
         defs=collect_assignments(fn.body),
         loop_vars=loop_vars,
         parents=parents,
@@ -985,26 +980,34 @@ class _Substitute(ast.NodeTransformer):
 # launch sites
 
 
-def _scopes(ctx: ModuleContext) -> Iterator[tuple[str, ast.FunctionDef]]:
-    yield from ctx.functions.items()
-    for cname, cls in ctx.classes.items():
-        for item in cls.body:
-            if isinstance(item, ast.FunctionDef):
-                yield f"{cname}.{item.name}", item
-
-
 def _find_launches(ctx: ModuleContext) -> list[LaunchSite]:
+    """The model's launches of the module's kernels, each over the ast node of its call."""
+    model = ctx.model
+    assert model is not None
+    calls = _ast_index(ctx, ast.Call)
+    functions = _ast_index(ctx, ast.FunctionDef)
     out: list[LaunchSite] = []
-    for qualname, fn in _scopes(ctx):
-        resolver = Resolver(ctx, fn)
-        for node in _walk_no_nested(fn.body):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
-                continue
-            target = node.func.value
-            if not (isinstance(target, ast.Name) and target.id in ctx.kernels):
-                continue
-            out.append(_launch_site(ctx, ctx.kernels[target.id], node, qualname, resolver))
+    for launch in model.launches:
+        kernel = ctx.kernels.get(launch.kernel)
+        node = calls.get(model.position(launch.call))
+        fn = functions.get(model.position(launch.function))
+        if kernel is None or not isinstance(node, ast.Call) or not isinstance(fn, ast.FunctionDef):
+            continue
+        out.append(_launch_site(ctx, kernel, launch, node, Resolver(ctx, fn)))
     out.sort(key=lambda s: s.line)
+    return out
+
+
+def _ast_index(ctx: ModuleContext, kind: type) -> dict[tuple[int, int], ast.AST]:
+    """(line, column in characters) -> the ast node of `kind` that starts there."""
+    lines = re.split(r"\r\n|\r|\n", ctx.source)
+    out: dict[tuple[int, int], ast.AST] = {}
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, kind):
+            text = lines[node.lineno - 1] if node.lineno - 1 < len(lines) else ""
+            # ast counts columns in UTF-8 bytes, libcst in characters
+            col = len(text.encode("utf-8")[: node.col_offset].decode("utf-8", "replace"))
+            out.setdefault((node.lineno, col), node)
     return out
 
 
@@ -1012,12 +1015,18 @@ _LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "
 
 
 def _launch_site(
-    ctx: ModuleContext, kernel: KernelContext, node: ast.Call, qualname: str, resolver: Resolver
+    ctx: ModuleContext, kernel: KernelContext, launch: Launch, node: ast.Call, resolver: Resolver
 ) -> LaunchSite:
     line = node.lineno
+    model_kernel = ctx.model.kernels[launch.kernel] if ctx.model is not None else None
+    positional = launch.positional
+    bound = launch.bound_args(model_kernel) if model_kernel is not None else {}
     args: dict[str, ast.expr] = {}
-    for param, arg in zip(kernel.params, node.args, strict=False):
-        args[param] = arg
+    for param, a in bound.items():
+        if a.keyword is None:
+            i = next(i for i, p in enumerate(positional) if p is a)
+            if i < len(node.args):
+                args[param] = node.args[i]
     options: dict[str, Value] = {}
     for kw in node.keywords:
         if kw.arg is None:
@@ -1029,7 +1038,7 @@ def _launch_site(
     values = {param: resolver.resolve(expr, line) for param, expr in args.items()}
     assert isinstance(node.func, ast.Subscript)
     grid = _resolve_grid(ctx, node.func.slice, resolver, line, values)
-    return LaunchSite(kernel.name, node, line, qualname, grid, args, values, options, resolver)
+    return LaunchSite(kernel.name, node, line, launch.qualname, grid, args, values, options, resolver)
 
 
 def _resolve_grid(

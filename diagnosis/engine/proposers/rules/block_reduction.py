@@ -2,7 +2,9 @@
 
 Matches a kernel on a 1-D grid whose body ends each program with one unconditional
 `tl.atomic_add(out_ptr, value)` at a scalar address (`out_ptr` a pointer parameter used for
-nothing else), launched once as a whole statement on a grid `(n_programs,)`. It adds
+nothing else), launched once as a whole statement on a grid `(n_programs,)` or
+`lambda meta: (n_programs,)` (its `meta["BLOCK"]` read as the block the launch passes), not
+autotuned. It adds
 
 - `<name>_partials` (in place of the kernel): the same kernel with the atomic replaced by
   `tl.store(out_ptr + tl.program_id(0), value)` (one float32 partial per program), and
@@ -79,12 +81,11 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], taken: set[str]) -> dict
     if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args:
         return None
     launch = mine[0]
+    if kernel.autotuned or kernel.supplied_unknown:
+        return None  # the program count would be the autotuner's choice
     wb = cu.Bindings(launch.function)
-    grid = launch.grid
-    if isinstance(grid, cst.Name):
-        b = wb.single(grid.value)
-        grid = b.value if b is not None and b.value is not None else None
-    if not isinstance(grid, cst.Tuple) or len(grid.elements) != 1:
+    axes = cu.grid_axes(launch, kernel)  # a tuple, or a lambda read at the launch's block
+    if axes is None or len(axes) != 1:
         return None
     out_arg = launch.bound(kernel).get(ptr)
     if not isinstance(out_arg, cst.Name):
@@ -93,16 +94,15 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], taken: set[str]) -> dict
     stage2 = cu.fresh_name("sum_partials_kernel", taken)
     store = cu.stmt(f"tl.store({ptr} + tl.program_id(0), {cu.code(val)})")
     store = store.with_changes(leading_lines=statement.leading_lines)
-    jit = [d for d in kernel.node.decorators if cu.decorator_name(d) in ("triton.jit", "jit")]
     partial_fn = cu.replace_in(kernel.node, [(statement, store)]).with_changes(
-        name=cst.Name(new_kernel), decorators=jit
+        name=cst.Name(new_kernel), decorators=kernel.jit_decorators()
     )
     fresh_zeros = _fresh_zeros(launch, out_arg.value, wb)
     finish = FINISH_STORE if fresh_zeros is not None else FINISH_ADD
     stage2_fn = cst.parse_statement(STAGE2.format(name=stage2, finish=finish))
     stage2_fn = stage2_fn.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
     return {
-        "kernel": kernel, "launch": launch, "ptr": ptr, "out": out_arg.value, "count": grid.elements[0].value,
+        "kernel": kernel, "launch": launch, "ptr": ptr, "out": out_arg.value, "count": axes[0],
         "partial_fn": partial_fn, "new_kernel": new_kernel, "stage2_fn": stage2_fn, "stage2": stage2,
         "zeros": fresh_zeros,
     }
@@ -162,7 +162,7 @@ def _wrapper_edits(plan: dict) -> list[tuple[cst.CSTNode, Any]]:
 @transform(Family.BLOCK_REDUCTION)
 def two_stage_reduction(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
-    if tree is None or not cu.imports_triton(tree) or "torch" not in cu.all_names(tree):
+    if tree is None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
@@ -176,10 +176,13 @@ def two_stage_reduction(source: str, inp: RuleInput) -> Rewrite | None:
         edits.append((p["kernel"].node, cst.FlattenSentinel([p["partial_fn"], p["stage2_fn"]])))
         edits.extend(_wrapper_edits(p))
     new = cu.replace(tree, edits)
+    # a grid the launch read through a local (`grid = lambda meta: ...`) is read by nothing now
+    grids = {p["launch"].grid.value for p in plans if isinstance(p["launch"].grid, cst.Name)}
+    new = cu.remove_dead_locals(new, {p["new_kernel"] for p in plans}, grids)
     names = ", ".join(p["kernel"].name for p in plans)
     memset = any(p["zeros"] is not None for p in plans)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.BLOCK_REDUCTION,
         kernels=tuple(p["kernel"].name for p in plans),
         mechanism=(

@@ -1,60 +1,70 @@
 """Shared libcst helpers for the rules transforms.
 
-They find the `@triton.jit` kernels of a module and the places that launch them
-(`kernel[grid](...)`), read the few values a transform needs (literal ints, single local
-bindings), evaluate wrapper expressions against the shape cases of a `ProposalContext`, and
-replace nodes by identity so that a transform can collect its edits first and apply them in
-one pass. Nothing here guesses: an expression that cannot be read is `None`.
+The module's facts come from the source model (`diagnosis.engine.srcmodel`): which functions
+are kernels, where and how they are launched, what a launch binds and the values that reach it.
+Here are the helpers the transforms share on top: reading the few values a transform needs
+(literal ints, single local bindings), replacing nodes by identity so that a transform can
+collect its edits first and apply them in one pass, and `emit`, which writes the result in the
+module's own spelling. Nothing here guesses: an expression that cannot be read is `None`.
+
+Dotted names compare canonically (`lang.load` is `tl.load` where the module imported
+`triton.language as lang`): `parse`, `find_kernels` and `find_launches` make the module they
+read the one names are resolved through.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
 
 from diagnosis.engine.proposers.base import CaseShape
+from diagnosis.engine.srcmodel import (
+    Kernel,
+    Launch,
+    SourceModelError,
+    TensorValue,
+    model_of,
+    model_of_tree,
+    respell,
+)
+from diagnosis.engine.srcmodel.read import arg, call_name, code, dotted, int_literal, is_call, walk
+from diagnosis.engine.srcmodel.values import TENSOR_DTYPES
+
+__all__ = [
+    "TENSOR_DTYPES",
+    "Kernel",
+    "Launch",
+    "TensorValue",
+    "arg",
+    "call_name",
+    "code",
+    "dotted",
+    "int_literal",
+    "is_call",
+    "walk",
+]
 
 # ---------------------------------------------------------------------------------------
 # small readers
 
 
 def parse(source: str) -> cst.Module | None:
+    """The module's tree (shared with every reader of this text), its names made the ones
+    canonical names are read through; None when it does not parse."""
     try:
-        return cst.parse_module(source)
-    except cst.ParserSyntaxError:
+        return model_of(source).activate().tree
+    except (SyntaxError, SourceModelError, RecursionError):
         return None
 
 
-def dotted(node: cst.CSTNode | None) -> str | None:
-    """`tl.program_id` for the expression `tl.program_id`; None for anything but names."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted(node.value)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
-
-
-def call_name(node: cst.CSTNode) -> str | None:
-    return dotted(node.func) if isinstance(node, cst.Call) else None
-
-
-def is_call(node: cst.CSTNode, *names: str) -> bool:
-    return isinstance(node, cst.Call) and dotted(node.func) in names
-
-
-def int_literal(node: cst.CSTNode | None) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = int_literal(node.expression)
-        return None if inner is None else -inner
-    return None
+def emit(new: cst.Module, original: cst.Module) -> str:
+    """The source of `new`, an edit of `original`, with the new code's `tl.` / `triton.` spelled
+    as `original` spells them (`lang.`, `tr.`), or an import added where nothing binds them."""
+    return respell(new, model_of_tree(original).names).code
 
 
 def expr(text: str) -> cst.BaseExpression:
@@ -63,17 +73,6 @@ def expr(text: str) -> cst.BaseExpression:
 
 def stmt(text: str) -> cst.BaseStatement:
     return cst.parse_statement(text)
-
-
-def code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under `node` (itself included), depth first."""
-    yield node
-    for child in node.children:
-        yield from walk(child)
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
@@ -97,69 +96,8 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return out
 
 
-def arg(call: cst.Call, name: str, position: int | None = None) -> cst.BaseExpression | None:
-    for i, a in enumerate(call.args):
-        if a.keyword is not None and a.keyword.value == name:
-            return a.value
-        if position is not None and a.keyword is None and a.star == "" and i == position:
-            return a.value
-    return None
-
-
 # ---------------------------------------------------------------------------------------
-# kernels and launches
-
-
-def _functionally_tuned(module: cst.Module) -> set[str]:
-    """Names `k` of module statements `x = triton.autotune(...)(k)`."""
-    out = set()
-    for st in module.body:
-        for small in st.body if isinstance(st, cst.SimpleStatementLine) else ():
-            value = small.value if isinstance(small, cst.Assign) else None
-            if (
-                isinstance(value, cst.Call)
-                and is_call(value.func, "triton.autotune", "autotune")
-                and len(value.args) == 1
-                and isinstance(value.args[0].value, cst.Name)
-            ):
-                out.add(value.args[0].value.value)
-    return out
-
-
-@dataclass(repr=False)
-class Kernel:
-    name: str
-    node: cst.FunctionDef
-    params: list[str]
-    constexprs: list[str]
-    defaults: dict[str, cst.BaseExpression]
-    autotuned: bool
-
-    def calls(self, *names: str) -> list[cst.Call]:
-        return [n for n in walk(self.node.body) if is_call(n, *names)]
-
-    @property
-    def has_dot(self) -> bool:
-        return bool(self.calls("tl.dot"))
-
-    @property
-    def atomics(self) -> list[cst.Call]:
-        return [
-            n
-            for n in walk(self.node.body)
-            if isinstance(n, cst.Call) and (call_name(n) or "").startswith("tl.atomic_")
-        ]
-
-    def program_axes(self) -> dict[str, int]:
-        """Local names bound straight to `tl.program_id(axis)`, with the axis."""
-        out: dict[str, int] = {}
-        for s in body_statements(self.node.body):
-            for name, value in simple_assigns(s):
-                if is_call(value, "tl.program_id"):
-                    axis = int_literal(arg(value, "axis", 0))
-                    if axis is not None:
-                        out[name] = axis
-        return out
+# kernels and launches (the source model's)
 
 
 def decorator_name(d: cst.Decorator) -> str | None:
@@ -170,110 +108,61 @@ def decorator_name(d: cst.Decorator) -> str | None:
 
 
 def find_kernels(module: cst.Module) -> dict[str, Kernel]:
-    """Top-level functions decorated with `triton.jit` (or `jit`), by name. A kernel counts as
-    autotuned also when the module wraps it as `k_tuned = triton.autotune(...)(k)` (the size
-    dispatch of LAUNCH_CONFIG keeps `k` itself for small problems)."""
-    out: dict[str, Kernel] = {}
-    wrapped = _functionally_tuned(module)
-    for node in module.body:
-        if not isinstance(node, cst.FunctionDef):
-            continue
-        names = [decorator_name(d) for d in node.decorators]
-        if not any(n in ("triton.jit", "jit") for n in names):
-            continue
-        params: list[str] = []
-        constexprs: list[str] = []
-        defaults: dict[str, cst.BaseExpression] = {}
-        for p in node.params.params:
-            params.append(p.name.value)
-            ann = p.annotation.annotation if p.annotation else None
-            if dotted(ann) in ("tl.constexpr", "triton.language.constexpr", "constexpr"):
-                constexprs.append(p.name.value)
-            if p.default is not None:
-                defaults[p.name.value] = p.default
-        autotuned = node.name.value in wrapped or any(
-            n in ("triton.autotune", "autotune", "triton.heuristics", "heuristics") for n in names
-        )
-        out[node.name.value] = Kernel(node.name.value, node, params, constexprs, defaults, autotuned)
-    return out
-
-
-@dataclass(repr=False)
-class Launch:
-    """One `kernel[grid](...)` call inside a wrapper function."""
-
-    kernel: str
-    call: cst.Call
-    grid: cst.BaseExpression
-    function: cst.FunctionDef  # the wrapper that launches it
-    statement: cst.SimpleStatementLine | None  # set when the launch is a whole expression statement
-
-    @property
-    def positional(self) -> list[cst.Arg]:
-        return [a for a in self.call.args if a.keyword is None and a.star == ""]
-
-    @property
-    def keywords(self) -> dict[str, cst.Arg]:
-        return {a.keyword.value: a for a in self.call.args if a.keyword is not None}
-
-    @property
-    def has_star_args(self) -> bool:
-        return any(a.star for a in self.call.args)
-
-    def bound(self, kernel: Kernel) -> dict[str, cst.BaseExpression]:
-        """Kernel parameter -> the launch expression that feeds it."""
-        out: dict[str, cst.BaseExpression] = {}
-        for name, a in zip(kernel.params, self.positional, strict=False):
-            out[name] = a.value
-        for name, a in self.keywords.items():
-            if name in kernel.params:
-                out[name] = a.value
-        return out
-
-
-class _LaunchFinder(cst.CSTVisitor):
-    def __init__(self, kernels: Iterable[str]) -> None:
-        self.kernels = set(kernels)
-        self.functions: list[cst.FunctionDef] = []
-        self.statements: list[cst.SimpleStatementLine] = []
-        self.launches: list[Launch] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(node)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.functions.pop()
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.statements.append(node)
-
-    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
-        self.statements.pop()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if not (isinstance(func, cst.Subscript) and len(func.slice) == 1):
-            return
-        name = dotted(func.value)
-        if name not in self.kernels or not self.functions:
-            return
-        index = func.slice[0].slice
-        if not isinstance(index, cst.Index):
-            return
-        st = self.statements[-1] if self.statements else None
-        whole = (
-            st is not None
-            and len(st.body) == 1
-            and isinstance(st.body[0], cst.Expr)
-            and st.body[0].value is node
-        )
-        self.launches.append(Launch(name, node, index.value, self.functions[-1], st if whole else None))
+    """The module's top-level kernels by name (any import alias, any decorator stack)."""
+    return dict(model_of_tree(module).activate().kernels)
 
 
 def find_launches(module: cst.Module, kernels: Iterable[str]) -> list[Launch]:
-    finder = _LaunchFinder(kernels)
-    module.visit(finder)
-    return finder.launches
+    """Every launch, wherever it is, of the names in `kernels`: kernels, or handles of them
+    (`k_tuned = triton.autotune(...)(k)`), by the name the launch is written with."""
+    wanted = set(kernels)
+    return [lc for lc in model_of_tree(module).activate().launches if lc.target in wanted]
+
+
+def launch_values(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) -> list[dict[str, Any]]:
+    """Per case: kernel parameter -> its value at this launch (see SourceModel.launch_values)."""
+    return launch.model.launch_values(launch, kernel, cases)
+
+
+def grid_axes(launch: Launch, kernel: Kernel) -> list[cst.BaseExpression] | None:
+    """The launch's grid axes as wrapper expressions: a tuple's elements (also through a local
+    bound once to it), or a `lambda meta:` body's with each `meta["X"]` replaced by what the
+    launch passes for X (a name or a literal; the parameter's default where it passes none).
+    None when the grid is something else or a block comes from an autotuner or heuristics."""
+    grid = launch.model.grid(launch)
+    if grid.elements is None or grid.form not in ("tuple", "lambda"):
+        return None
+    if grid.form == "tuple":
+        return grid.elements
+    if grid.meta is None:
+        return None
+    bound = launch.bound(kernel)
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    for n in walk(grid.node):
+        key = _meta_key(n, grid.meta)
+        if key is None:
+            continue
+        value = bound.get(key, kernel.defaults.get(key))
+        if key in kernel.supplied or not isinstance(value, (cst.Name, cst.Integer)):
+            return None
+        edits.append((n, value))
+    if grid.meta in {x for e in grid.elements for x in names_in(replace_in(e, edits))}:
+        return None  # meta read some other way
+    return [replace_in(e, edits) for e in grid.elements]
+
+
+def _meta_key(node: cst.CSTNode, meta: str) -> str | None:
+    if (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == meta
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and isinstance(node.slice[0].slice.value, cst.SimpleString)
+    ):
+        key = node.slice[0].slice.value.evaluated_value
+        return key if isinstance(key, str) else None
+    return None
 
 
 def find_function(module: cst.Module, name: str) -> cst.FunctionDef | None:
@@ -281,15 +170,6 @@ def find_function(module: cst.Module, name: str) -> cst.FunctionDef | None:
         if isinstance(n, cst.FunctionDef) and n.name.value == name:
             return n
     return None
-
-
-def imports_triton(module: cst.Module) -> bool:
-    for n in walk(module):
-        if isinstance(n, cst.Import):
-            for alias in n.names:
-                if dotted(alias.name) == "triton" and alias.asname is None:
-                    return True
-    return False
 
 
 # ---------------------------------------------------------------------------------------
@@ -511,246 +391,6 @@ def all_names(node: cst.CSTNode) -> set[str]:
 
 
 # ---------------------------------------------------------------------------------------
-# evaluating wrapper expressions on the shape cases
-
-
-@dataclass(frozen=True)
-class TensorValue:
-    shape: tuple[int, ...]
-    dtype: str
-
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-
-TENSOR_DTYPES = frozenset(
-    {
-        "float16",
-        "bfloat16",
-        "float32",
-        "float64",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "bool",
-        "float8_e4m3fn",
-        "float8_e5m2",
-        "complex64",
-    }
-)
-
-
-def _case_inputs(case: CaseShape) -> list[Any]:
-    out: list[Any] = []
-    for shape, dtype in zip(case.shapes, case.dtypes, strict=False):
-        dtype = dtype.removeprefix("torch.")
-        # a Python scalar (shape (), a type name such as "int") has no known value
-        out.append(TensorValue(tuple(shape), dtype) if shape or dtype in TENSOR_DTYPES else None)
-    return out
-
-
-class _Eval:
-    def __init__(self, env: dict[str, Any]) -> None:
-        self.env = env
-
-    def __call__(self, node: cst.BaseExpression) -> Any:
-        try:
-            return self._eval(node)
-        except (
-            TypeError,
-            ValueError,
-            ZeroDivisionError,
-            IndexError,
-            KeyError,
-            AttributeError,
-            OverflowError,
-        ):
-            return None
-
-    def _eval(self, node: cst.CSTNode) -> Any:  # noqa: C901 - a small expression evaluator
-        if isinstance(node, cst.Integer):
-            return int(node.evaluated_value)
-        if isinstance(node, cst.Float):
-            return float(node.evaluated_value)
-        if isinstance(node, cst.Name):
-            return self.env.get(node.value)
-        if isinstance(node, (cst.Tuple, cst.List)):
-            vals = [self._eval(e.value) for e in node.elements]
-            return None if any(v is None for v in vals) else tuple(vals)
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-            v = self._eval(node.expression)
-            return None if v is None else -v
-        if isinstance(node, cst.BinaryOperation):
-            a, b = self._eval(node.left), self._eval(node.right)
-            if not isinstance(a, int) or not isinstance(b, int):
-                return None
-            op = node.operator
-            if isinstance(op, cst.Add):
-                return a + b
-            if isinstance(op, cst.Subtract):
-                return a - b
-            if isinstance(op, cst.Multiply):
-                return a * b
-            if isinstance(op, cst.FloorDivide):
-                return a // b
-            if isinstance(op, cst.Modulo):
-                return a % b
-            return None
-        if (
-            isinstance(node, cst.Subscript)
-            and len(node.slice) == 1
-            and isinstance(node.slice[0].slice, cst.Index)
-        ):
-            base = self._eval(node.value)
-            idx = self._eval(node.slice[0].slice.value)
-            if isinstance(base, tuple) and isinstance(idx, int):
-                return base[idx]
-            return None
-        if isinstance(node, cst.Attribute):
-            base = self._eval(node.value)
-            if isinstance(base, TensorValue) and node.attr.value == "shape":
-                return base.shape
-            if isinstance(base, TensorValue) and node.attr.value in ("T", "mT"):
-                return TensorValue(base.shape[:-2] + base.shape[-2:][::-1], base.dtype)
-            return None
-        if isinstance(node, cst.Call):
-            return self._call(node)
-        return None
-
-    def _call(self, node: cst.Call) -> Any:
-        name = dotted(node.func)
-        args = [a.value for a in node.args if a.keyword is None]
-        if name in ("triton.cdiv", "cdiv"):
-            a, b = self._eval(args[0]), self._eval(args[1])
-            return None if not isinstance(a, int) or not isinstance(b, int) else -(-a // b)
-        if name in ("triton.next_power_of_2", "next_power_of_2"):
-            a = self._eval(args[0])
-            return None if not isinstance(a, int) else 1 if a <= 1 else 1 << (a - 1).bit_length()
-        if name in ("min", "max") and args:
-            vals = [self._eval(a) for a in args]
-            if all(isinstance(v, int) for v in vals):
-                return min(vals) if name == "min" else max(vals)
-            return None
-        if name == "int" and args:
-            v = self._eval(args[0])
-            return v if isinstance(v, int) else None
-        if name == "len" and args:
-            v = self._eval(args[0])
-            if isinstance(v, TensorValue):
-                return v.shape[0]
-            return len(v) if isinstance(v, tuple) else None
-        if name in ("torch.empty", "torch.zeros", "torch.ones", "torch.full"):
-            shape = self._eval(args[0]) if args else None
-            if isinstance(shape, int):
-                shape = (shape,)
-            if isinstance(shape, tuple):
-                dt = arg(node, "dtype")
-                return TensorValue(shape, (dotted(dt) or "float32").split(".")[-1])
-            return None
-        if name in ("torch.empty_like", "torch.zeros_like", "torch.ones_like"):
-            return self._eval(args[0]) if args else None
-        if isinstance(node.func, cst.Attribute):
-            base = self._eval(node.func.value)
-            method = node.func.attr.value
-            if isinstance(base, TensorValue):
-                return self._method(base, method, args)
-        return None
-
-    def _method(self, base: TensorValue, method: str, args: list[cst.BaseExpression]) -> Any:
-        if method == "numel":
-            return base.numel()
-        if method == "size":
-            if not args:
-                return base.shape
-            i = self._eval(args[0])
-            return base.shape[i] if isinstance(i, int) else None
-        if method in ("contiguous", "clone", "float", "half", "bfloat16", "to"):
-            return base
-        if method == "dim":
-            return len(base.shape)
-        if method in ("reshape", "view"):
-            dims = [self._eval(a) for a in args]
-            if len(dims) == 1 and isinstance(dims[0], tuple):
-                dims = list(dims[0])
-            if not all(isinstance(d, int) for d in dims):
-                return None
-            if dims.count(-1) == 1:
-                rest = math.prod(d for d in dims if d != -1)
-                dims = [base.numel() // rest if d == -1 else d for d in dims]
-            return TensorValue(tuple(dims), base.dtype)
-        if method == "flatten":
-            return TensorValue((base.numel(),), base.dtype)
-        return None
-
-
-def evaluate_cases(
-    function: cst.FunctionDef, cases: Sequence[CaseShape], upto: cst.CSTNode | None = None
-) -> list[dict[str, Any]]:
-    """For each case: the values of the wrapper's locals after its straight-line top-level
-    statements (stopping at `upto` when given). Inputs map to the function's parameters
-    after `self`; unknown values are left out."""
-    params = [p.name.value for p in function.params.params]
-    if params and params[0] == "self":
-        params = params[1:]
-    envs: list[dict[str, Any]] = []
-    for case in cases:
-        env: dict[str, Any] = {}
-        for name, value in zip(params, _case_inputs(case), strict=False):
-            if value is not None:
-                env[name] = value
-        ev = _Eval(env)
-        for s in body_statements(function.body):
-            if upto is not None and s is upto:
-                break
-            if not isinstance(s, cst.SimpleStatementLine):
-                continue
-            for small in s.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1:
-                    _assign(env, small.targets[0].target, ev(small.value))
-                elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
-                    for t in _targets(small.target):
-                        env.pop(t.value, None)
-        envs.append(env)
-    return envs
-
-
-def _assign(env: dict[str, Any], target: cst.CSTNode, value: Any) -> None:
-    if isinstance(target, cst.Name):
-        if value is None:
-            env.pop(target.value, None)
-        else:
-            env[target.value] = value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        names = [e.value for e in target.elements]
-        vals = value if isinstance(value, tuple) and len(value) == len(names) else (None,) * len(names)
-        for t, v in zip(names, vals, strict=True):
-            _assign(env, t, v)
-
-
-def launch_values(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) -> list[dict[str, Any]]:
-    """Per case: kernel parameter -> its value at this launch, where the shapes tell it, else
-    (integers only) where the baseline's recorded launch of this kernel does."""
-    stop = launch.statement
-    envs = evaluate_cases(launch.function, cases, upto=stop)
-    bound = launch.bound(kernel)
-    out = []
-    for env, case in zip(envs, cases, strict=True):
-        ev = _Eval(env)
-        recorded = case.ints(kernel.name)
-        vals = {}
-        for name, e in bound.items():
-            v = ev(e)
-            if v is None and name in recorded and name not in kernel.constexprs:
-                v = recorded[name]
-            if v is not None:
-                vals[name] = v
-        out.append(vals)
-    return out
-
-
-# ---------------------------------------------------------------------------------------
 # kernel facts
 
 REDUCTIONS = frozenset(
@@ -927,6 +567,13 @@ def operand(node: cst.BaseExpression) -> str:
     return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
 
 
+def receiver(node: cst.BaseExpression) -> str:
+    """`node`'s source, parenthesized unless a method can be called on it as written
+    (`x.to(...)`, `tl.exp(x).to(...)`, but `(x + y).to(...)`)."""
+    text = code(node)
+    return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({text})"
+
+
 def make_decorator(text: str) -> cst.Decorator:
     """A decorator node from its source (without the '@')."""
     fn = cst.parse_statement(f"@{text}\ndef _f():\n    pass\n")
@@ -934,10 +581,12 @@ def make_decorator(text: str) -> cst.Decorator:
     return fn.decorators[0]
 
 
+_TIGHT = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
 def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
     """`name=value`, written without spaces around `=`."""
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    return cst.Arg(keyword=cst.Name(name), value=value, equal=tight)
+    return cst.Arg(keyword=cst.Name(name), value=value, equal=_TIGHT)
 
 
 def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
@@ -969,12 +618,46 @@ def append_constexpr(fn: cst.FunctionDef, name: str, default: str) -> cst.Functi
     return fn.with_changes(params=fn.params.with_changes(params=params))
 
 
-def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequence[cst.Arg] = ()) -> cst.Call:
-    """`updated` without the arguments whose originals are in `ids`, then `add`; the last
-    argument takes the comma of the original last one, so `f(a, B=1)` becomes `f(a)`, not
-    `f(a, )`, and a call laid out one argument per line stays so."""
+def unbind_args(launch: Launch, kernel: Kernel, params: set[str]) -> tuple[set[int], dict[int, str]]:
+    """(ids of the arguments that bind `params`, to drop; positional arguments after the first
+    dropped positional one -> their parameter, to pass by keyword instead so that they still
+    bind what they bound)."""
+    bound = launch.bound_args(kernel)
+    dropped = {id(a) for p, a in bound.items() if p in params}
+    positional = launch.positional
+    first = next((i for i, a in enumerate(positional) if id(a) in dropped), None)
+    keywords: dict[int, str] = {}
+    if first is not None:
+        for i, a in enumerate(positional[first:], start=first):
+            if id(a) not in dropped and i < len(kernel.params):
+                keywords[id(a)] = kernel.params[i]
+    return dropped, keywords
+
+
+def keywords_from(launch: Launch, kernel: Kernel, at: int) -> dict[int, str]:
+    """The positional arguments of `launch` from parameter `at` on -> their parameter: passed by
+    keyword, they bind the same parameters after new ones are inserted at `at`."""
+    return {id(a): kernel.params[i] for i, a in enumerate(launch.positional) if at <= i < len(kernel.params)}
+
+
+def drop_args(
+    original: cst.Call,
+    updated: cst.Call,
+    ids: set[int],
+    add: Sequence[cst.Arg] = (),
+    keywords: dict[int, str] | None = None,
+) -> cst.Call:
+    """`updated` without the arguments whose originals are in `ids`, then `add`; arguments whose
+    originals are in `keywords` are passed by that keyword. The last argument takes the comma of
+    the original last one, so `f(a, B=1)` becomes `f(a)`, not `f(a, )`, and a call laid out one
+    argument per line stays so."""
     pairs = list(zip(original.args, updated.args, strict=True))
-    kept = [u for o, u in pairs if id(o) not in ids]
+    keywords = keywords or {}
+    kept = [
+        u.with_changes(keyword=cst.Name(keywords[id(o)]), equal=_TIGHT) if id(o) in keywords else u
+        for o, u in pairs
+        if id(o) not in ids
+    ]
     if not pairs:
         return updated.with_changes(args=list(add))
     last = pairs[-1][1]
@@ -987,3 +670,65 @@ def drop_args(original: cst.Call, updated: cst.Call, ids: set[int], add: Sequenc
     if tail and (add or id(pairs[-1][0]) in ids):
         tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return updated.with_changes(args=tail)
+
+
+# ---------------------------------------------------------------------------------------
+# locals a rewrite left unread
+
+PURE_CALLS = frozenset({"triton.cdiv", "cdiv", "triton.next_power_of_2", "min", "max", "int"})
+
+
+def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]) -> cst.Module:
+    """Drop `name = <pure value>` statements of the launching functions whose names
+    (all in `candidates`) nothing reads any more, e.g. `BLOCK_SIZE = 1024`, `grid = (...)`."""
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    functions = {id(lc.function): lc.function for lc in find_launches(tree, kernels)}
+    for fn in functions.values():
+        bindings = Bindings(fn)
+        reads = name_loads(fn.body, bindings.target_ids)
+        blocks = [b for b in walk(fn.body) if isinstance(b, cst.IndentedBlock)]  # the guards' branches too
+        for block in blocks:
+            gone = []
+            for st in block.body:
+                unpacked = _unpacked_names(st)
+                if unpacked:  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
+                    edits += [(n, cst.Name("_")) for n in unpacked if n.value in candidates and reads[n.value] == 0]
+                    continue
+                pairs = simple_assigns(st)
+                if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
+                    continue
+                if all(n in candidates and reads[n] == 0 and _pure(v) for n, v in pairs):
+                    gone.append(st)
+            if len(gone) < len(block.body):  # a block keeps a statement
+                edits += [(st, cst.RemoveFromParent()) for st in gone]
+    return replace(tree, edits) if edits else tree
+
+
+def _unpacked_names(st: cst.BaseStatement) -> list[cst.Name]:
+    """The names of `a, b = <call>` (a tuple of names unpacked from anything but a tuple)."""
+    if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Assign)):
+        return []
+    small = st.body[0]
+    target = small.targets[0].target if len(small.targets) == 1 else None
+    if not isinstance(target, cst.Tuple) or isinstance(small.value, cst.Tuple):
+        return []
+    names = [e.value for e in target.elements]
+    return names if all(isinstance(n, cst.Name) for n in names) else []  # type: ignore[misc]
+
+
+def _all_targets(small: cst.CSTNode) -> list[str]:
+    if not isinstance(small, cst.Assign):
+        return ["?"]
+    return [n.value for t in small.targets for n in walk(t.target) if isinstance(n, cst.Name)]
+
+
+METADATA = frozenset({"numel", "size", "stride", "dim", "element_size"})
+
+
+def _pure(value: cst.CSTNode) -> bool:
+    """Only pure helpers and tensor metadata (`x.numel()`) are called: dropping it loses nothing."""
+    return all(
+        call_name(n) in PURE_CALLS or (isinstance(n.func, cst.Attribute) and n.func.attr.value in METADATA)
+        for n in walk(value)
+        if isinstance(n, cst.Call)
+    )

@@ -127,9 +127,12 @@ def tf32_for_ieee_dots(source: str, inp: RuleInput) -> Rewrite | None:
     if not edits:
         return None
     new_tree = cu.replace(tree, list(edits.values()))
+    # a local that held "ieee" for a launch argument now replaced is read by nothing
+    replaced = {old.value for old, _ in edits.values() if isinstance(old, cst.Name)}
+    new_tree = cu.remove_dead_locals(new_tree, set(kernels), replaced)
     what = ", ".join(f"{name} ({n} dot{'s' if n > 1 else ''})" for name, n in changed.items())
     return Rewrite(
-        source=new_tree.code,
+        source=cu.emit(new_tree, tree),
         family=Family.DOT_PRECISION,
         kernels=tuple(changed),
         mechanism=f"input precision ieee -> tf32 for the fp32 tl.dot of {what}.",

@@ -29,9 +29,9 @@ from typing import Any
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.proposers.rules.single_pass import merge_loads
+from diagnosis.engine.proposers.rules.tidy import merge_loads
 
 ALLOCS = frozenset({"torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like"})
 BETWEEN_CALLS = ALLOCS | {"torch.ones", "torch.ones_like", "torch.full", "triton.cdiv", "len", "int", "min", "max"}
@@ -183,7 +183,12 @@ def splice(
         kernel,
         (unused, cst.RemoveFromParent()),
     ]
-    return cu.replace(tree, edits).code
+    new = cu.replace(tree, edits)
+    # locals that fed only the launches' arguments the fused launch no longer passes (a size)
+    fused = cu.dotted(call.func.value) if isinstance(call.func, cst.Subscript) else None
+    fed = cu.names_in(gone.call) | cu.names_in(kept.call)
+    new = cu.remove_dead_locals(new, {fused} if fused else set(), fed)
+    return cu.emit(new, tree)
 
 
 def launch_sequences(tree: cst.Module) -> tuple[dict[str, cu.Kernel], list[tuple[list, list[cu.Launch]]]]:
@@ -246,9 +251,13 @@ def _match(la, lb, infos, body, wb, reads, inp) -> _Pair | None:
         return None
     if cu.code(ba[a.n]) != cu.code(bb[b.n]) or cu.code(la.grid) != cu.code(lb.grid):
         return None
-    kw_a = {k: cu.code(v.value) for k, v in la.keywords.items() if k not in a.kernel.params or k == a.block}
-    kw_b = {k: cu.code(v.value) for k, v in lb.keywords.items() if k not in b.kernel.params or k == b.block}
-    if kw_a.pop(a.block, None) != kw_b.pop(b.block, None) or kw_a != kw_b:
+    # the same block (by position or keyword, or the same default) and the same launch options
+    block_a, block_b = ba.get(a.block, a.kernel.defaults.get(a.block)), bb.get(b.block, b.kernel.defaults.get(b.block))
+    if block_a is None or block_b is None or cu.code(block_a) != cu.code(block_b):
+        return None
+    if {k: cu.code(v.value) for k, v in la.options(a.kernel).items()} != {
+        k: cu.code(v.value) for k, v in lb.options(b.kernel).items()
+    }:
         return None
     if any(p in a.kernel.constexprs and p != a.block for p in a.kernel.params) or any(
         p in b.kernel.constexprs and p != b.block for p in b.kernel.params
@@ -297,7 +306,7 @@ def _fused(pair: _Pair, taken_module: set[str]) -> tuple[cst.FunctionDef, list[s
     t_var = cu.fresh_name(f"{pair.tmp}_vals", taken)
 
     store_stmt, value = a.stores[0][1], a.stores[0][2]
-    keep = cu.stmt(f"{t_var} = ({cu.code(value)}).to({pair.q1}.dtype.element_ty)")
+    keep = cu.stmt(f"{t_var} = {cu.receiver(value)}.to({pair.q1}.dtype.element_ty)")
     body_a = [keep.with_changes(leading_lines=store_stmt.leading_lines) if s is store_stmt else s
               for s in cu.body_statements(a.kernel.node.body)]
     body_b = [s for s in cu.body_statements(b.kernel.node.body) if s not in b.defs]
@@ -305,12 +314,14 @@ def _fused(pair: _Pair, taken_module: set[str]) -> tuple[cst.FunctionDef, list[s
     body_b = [cu.replace_in(s, load_edits) for s in body_b]
     body_b = [cu.subst_names(s, lambda n: cst.Name(rename[n.value]) if n.value in rename else None) for s in body_b]
     merged, _ = merge_loads(body_a + body_b, taken | {t_var})
+    params = set(a.kernel.params) | set(new_params)
+    merged = tidy.propagate_copies(tidy.drop_repeats(merged), params, [a.kernel.node, b.kernel.node])
 
     name = cu.fresh_name(
         f"{a.kernel.name.removesuffix('_kernel')}_{b.kernel.name.removesuffix('_kernel')}_kernel", taken_module
     )
     first_constexpr = next(i for i, p in enumerate(a.kernel.params) if p in a.kernel.constexprs)
-    jit = [d for d in a.kernel.node.decorators if cu.decorator_name(d) in ("triton.jit", "jit")]
+    jit = a.kernel.jit_decorators(keep_heuristics=False)
     fn = a.kernel.node.with_changes(
         name=cst.Name(name),
         decorators=jit,
@@ -333,10 +344,13 @@ def _fuse_once(source: str, inp: RuleInput) -> tuple[str, str] | None:
     positional = [x for x in args if x.keyword is None]
     keywords = [x for x in args if x.keyword is not None]
     extra = [cst.Arg(e, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in new_args]
-    if positional:
-        positional[-1] = positional[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    new_args_list = positional + extra + keywords
-    if not keywords and extra:
+    # K2's parameters go before K1's constexprs: a block K1 gets by position stays after them
+    at = constexpr_at(pair.a.kernel)
+    head, tail = positional[:at], positional[at:]
+    if head:
+        head[-1] = head[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    new_args_list = head + extra + tail + keywords
+    if not keywords and not tail and extra:
         new_args_list[-1] = new_args_list[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     sub = pair.la.call.func
     assert isinstance(sub, cst.Subscript)
@@ -350,7 +364,7 @@ def _fuse_once(source: str, inp: RuleInput) -> tuple[str, str] | None:
         (pair.b.kernel.node, cst.RemoveFromParent()),
     ]
     new = cu.replace(tree, edits)
-    return new.code, f"{pair.a.kernel.name} -> {pair.b.kernel.name} through `{pair.tmp}` as {name}"
+    return cu.emit(new, tree), f"{pair.a.kernel.name} -> {pair.b.kernel.name} through `{pair.tmp}` as {name}"
 
 
 @transform(Family.FUSION)

@@ -31,7 +31,7 @@ from typing import Any
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.fusion import (
     ALLOCS,
@@ -218,7 +218,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
         node = cu.replace_in(node, [(call, cst.Name(kept)) for call in c.direct[m.t2]])
         return cu.subst_names(node, lambda n: cst.Name(rename[n.value]) if n.value in rename else None)
 
-    cast = cu.stmt(f"{kept} = ({cu.code(m.store.value)}).to({m.store.param}.dtype.element_ty)")
+    cast = cu.stmt(f"{kept} = {cu.receiver(m.store.value)}.to({m.store.param}.dtype.element_ty)")
     middle = [renamed(s) for s in cu.body_statements(c.kernel.node.body) if s not in c.defs and s is not c.stores[0][1]]
     out_name = rename[m.out_param]
     address = cu.subst_names(m.store.address, lambda n: cst.Name(out_name) if n.value == m.store.param else None)
@@ -235,9 +235,20 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, dict[str
     fn = p.node.with_changes(
         name=cst.Name(name),
         params=cu.insert_params(p, at, list(new_params)),
-        body=p.node.body.with_changes(body=body),
+        body=p.node.body.with_changes(body=_tidy(m, body, set(p.params) | set(new_params))),
     )
     return fn, new_params, name
+
+
+def _tidy(m: _Match, body: list[cst.BaseStatement], params: set[str]) -> list[cst.BaseStatement]:
+    """The fused body without the copies it made (`x = c_vals`) and without the local pointer the
+    old store wrote through (`c_ptrs = c_ptr + ...`, inlined by the new store) if nothing reads it."""
+    body = tidy.propagate_copies(body, params, [m.p.node, m.c.kernel.node])
+    call = next(c for c in cu.walk(m.store.statement) if cu.is_call(c, "tl.store"))
+    ptr = cu.arg(call, "pointer", 0)  # type: ignore[arg-type]
+    if not isinstance(ptr, cst.Name) or ptr.value == m.store.param:
+        return body
+    return tidy.drop_unread(body, {ptr.value})
 
 
 def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
@@ -247,11 +258,11 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str] | None:
     m = _find(tree, inp)
     if m is None:
         return None
-    if len(m.lp.positional) > constexpr_at(m.p):
-        return None  # a constexpr passed positionally: the added parameters would shift it
     fn, new_params, name = _fused(m, cu.all_names(tree))
     extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
-    call = cu.drop_args(m.lp.call, m.lp.call, set(), extra)
+    # the new parameters go before the constexprs: one passed by position is passed by keyword
+    keywords = cu.keywords_from(m.lp, m.p, constexpr_at(m.p))
+    call = cu.drop_args(m.lp.call, m.lp.call, set(), extra, keywords)
     sub = call.func
     assert isinstance(sub, cst.Subscript)
     call = call.with_changes(func=sub.with_changes(value=cst.Name(name)))

@@ -385,7 +385,7 @@ def _fused(m: _Match) -> tuple[cst.FunctionDef, dict[str, cst.BaseExpression], s
                 parts.append(f"other={cu.code(renamed(own_other))}")
             filled[hole] = cu.expr(f"tl.load({', '.join(parts)})")
         computed = cu.subst_names(shell, lambda n, filled=filled: filled.get(n.value))
-        text = f"({cu.code(computed)}).to({m.t_param}.dtype.element_ty)"
+        text = f"{cu.receiver(computed)}.to({m.t_param}.dtype.element_ty)"
         if other is not None and mask is not None:
             text = f"tl.where({cu.code(mask)}, {text}, {cu.code(other)})"
         edits.append((call, cu.expr(text)))
@@ -405,14 +405,14 @@ def _fuse(source: str, inp: RuleInput) -> tuple[str, str, str] | None:
     m = _find(tree, inp)
     if m is None:
         return None
-    if len(m.lc.positional) > constexpr_at(m.c):
-        return None  # a constexpr passed positionally: the added parameters would shift it
     done = _fused(m)
     if done is None:
         return None
     fn, new_params, flag = done
     extra = [cu.keyword_arg(k, v) for k, v in new_params.items()]
-    call = cu.drop_args(m.lc.call, m.lc.call, set(), extra)
+    # the new parameters go before the constexprs: one passed by position is passed by keyword
+    keywords = cu.keywords_from(m.lc, m.c, constexpr_at(m.c))
+    call = cu.drop_args(m.lc.call, m.lc.call, set(), extra, keywords)
     new = splice(tree, m.lp, m.lc, call, (m.c.node, fn), m.p.kernel.node)
     step = f"{m.p.kernel.name} into the loads of {m.c.name} through `{m.tmp}`"
     if flag:

@@ -33,7 +33,7 @@ from typing import Any
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.fusion import (
     ALLOCS,
@@ -148,8 +148,6 @@ def _match(r: _Row, c: Elementwise, lr: cu.Launch, lc: cu.Launch, body: list, wb
     grid = lr.grid
     if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
         return None
-    if len(lr.positional) > constexpr_at(r.kernel):  # C's parameters go before R's constexprs
-        return None
     br, bc = lr.bound(r.kernel), lc.bound(c.kernel)
     stat_expr = br.get(r.stat_param)
     if not isinstance(stat_expr, cst.Name):
@@ -214,7 +212,7 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
     block = fresh(f"{c.kernel.name.removesuffix('_kernel').upper()}_BLOCK")
     d = rename[m.d]
 
-    keep = cu.stmt(f"{stat_var} = ({cu.code(r.value)}).to({r.stat_param}.dtype.element_ty)")
+    keep = cu.stmt(f"{stat_var} = {cu.receiver(r.value)}.to({r.stat_param}.dtype.element_ty)")
     store = cu.stmt(f"tl.store({r.stat_param} + {r.row}, {stat_var})")
     body_r: list[cst.BaseStatement] = []
     for s in cu.body_statements(r.kernel.node.body):
@@ -236,14 +234,15 @@ def _fused(m: _Match, taken_module: set[str]) -> tuple[cst.FunctionDef, list[tup
         inner.append(_row_index_math(s, rename[c.offs], d, rename[c.mask], r.row, cols))
     loop = cst.parse_statement(f"for {start} in range(0, {d}, {block}):\n    pass\n")
     assert isinstance(loop, cst.For)
+    params = set(r.kernel.params) | {p for p, _ in new_params} | {block}
     loop = loop.with_changes(
-        body=loop.body.with_changes(body=inner),
+        body=loop.body.with_changes(body=tidy.propagate_copies(inner, params, [r.kernel.node, c.kernel.node])),  # C's `s = <the row's value>`
         leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# {c.kernel.name}, row by row, {m.stat} in registers"))],
     )
     name = cu.fresh_name(
         f"{r.kernel.name.removesuffix('_kernel')}_{c.kernel.name.removesuffix('_kernel')}_kernel", taken_module
     )
-    jit = [x for x in r.kernel.node.decorators if cu.decorator_name(x) in ("triton.jit", "jit")]
+    jit = r.kernel.jit_decorators()
     fn = r.kernel.node.with_changes(
         name=cst.Name(name),
         decorators=jit,
@@ -298,11 +297,18 @@ def fuse_row_broadcast(source: str, inp: RuleInput) -> Rewrite | None:
     assert isinstance(sub, cst.Subscript) and m.lr.statement is not None and m.lc.statement is not None
     call = m.lr.call.with_changes(
         func=sub.with_changes(value=cst.Name(name)),
-        args=cu.drop_args(m.lr.call, m.lr.call, set(), [cu.keyword_arg(p, e) for p, e in new_params]).args,
+        # C's parameters go before R's constexprs: one passed by position is passed by keyword
+        args=cu.drop_args(
+            m.lr.call,
+            m.lr.call,
+            set(),
+            [cu.keyword_arg(p, e) for p, e in new_params],
+            cu.keywords_from(m.lr, m.r.kernel, constexpr_at(m.r.kernel)),
+        ).args,
     )
     bc = m.lc.bound(m.c.kernel)
     rows = m.lr.grid.elements[0].value
-    cond = f"{cu.code(bc[m.c.n])} == ({cu.code(rows)}) * ({cu.code(bc[m.d])})"
+    cond = f"{cu.code(bc[m.c.n])} == {cu.operand(rows)} * {cu.operand(bc[m.d])}"
     guard = cst.parse_statement(f"if {cond}:\n    pass\nelse:\n    pass\n")
     assert isinstance(guard, cst.If) and guard.orelse is not None
     strip = m.lr.statement.with_changes(leading_lines=[])
@@ -319,7 +325,7 @@ def fuse_row_broadcast(source: str, inp: RuleInput) -> Rewrite | None:
     ]
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.FUSION,
         kernels=(name,),
         mechanism=(

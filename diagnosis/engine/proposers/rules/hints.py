@@ -125,8 +125,6 @@ def _simple(node: cst.BaseExpression) -> bool:
 
 
 def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken: set[str]) -> dict | None:
-    if kernel.autotuned:
-        return None
     mine = [lc for lc in launches if lc.kernel == kernel.name]
     if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args:
         return None
@@ -146,10 +144,9 @@ def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, 
         prologue[0] = prologue[0].with_changes(
             leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# launched only when these are multiples of {d}"))]
         )
-    jit = [dec for dec in kernel.node.decorators if cu.decorator_name(dec) in ("triton.jit", "jit")]
     fn = kernel.node.with_changes(
         name=cst.Name(new_name),
-        decorators=jit,
+        decorators=kernel.node.decorators,  # an autotuner and heuristics too: the copy computes what the kernel does
         body=kernel.node.body.with_changes(body=prologue + body),
         leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
@@ -194,7 +191,7 @@ def aligned_copy(source: str, inp: RuleInput) -> Rewrite | None:
         f"{p['new_name']} assumes {', '.join(p['args'])} divisible by {p['d']} and runs only when they are" for p in plans
     )
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.HINTS,
         kernels=tuple(p["kernel"].name for p in plans),
         mechanism=f"{desc}; other shapes keep the original kernel.",
@@ -232,6 +229,7 @@ def _offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine
     hinted = {
         cu.code(c.args[0].value) for c in kernel.calls("tl.multiple_of", "tl.max_contiguous") if c.args
     }
+    bindings = cu.Bindings(kernel.node)
     for st in cu.body_statements(kernel.node.body):
         pairs = cu.simple_assigns(st)
         if len(pairs) != 1 or not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
@@ -245,11 +243,14 @@ def _offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine
         block = ar.args[1].value
         if not (isinstance(block, cst.Name) and block.value in kernel.constexprs):
             continue
+        if isinstance(prod, cst.Name):  # `block_start = pid * BLOCK` first, as the tutorials write it
+            b = bindings.single(prod.value)
+            prod = b.value if b is not None and b.value is not None else prod
         if not (isinstance(prod, cst.BinaryOperation) and isinstance(prod.operator, cst.Multiply)):
             continue
-        sides = {cu.code(prod.left), cu.code(prod.right)}
-        pid_ok = any(s in axes or s.startswith("tl.program_id(") for s in sides)
-        if pid_ok and block.value in sides:
+        sides = (prod.left, prod.right)
+        pid_ok = any(cu.code(x) in axes or cu.is_call(x, "tl.program_id") for x in sides)
+        if pid_ok and block.value in {cu.code(x) for x in sides}:
             out.append((st, name, block.value))
     return out
 
@@ -277,7 +278,7 @@ def contiguity_hints(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.HINTS,
         kernels=tuple(done),
         mechanism=(

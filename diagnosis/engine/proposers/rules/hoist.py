@@ -192,7 +192,7 @@ def hoist_invariant_loads(source: str, inp: RuleInput) -> Rewrite | None:
     if not edits:
         return None
     return Rewrite(
-        source=cu.replace(tree, edits).code,
+        source=cu.emit(cu.replace(tree, edits), tree),
         family=Family.HOIST,
         kernels=tuple(done),
         mechanism="; ".join(notes) + " (the load's mask gains the loop's trip condition).",

@@ -29,6 +29,7 @@ from diagnosis.engine import sol
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.srcmodel import meta_reads
 
 ELEMENTWISE_BLOCKS = (1024, 2048, 4096, 8192)
 ELEMENTWISE_WARPS = (4, 8)
@@ -82,6 +83,9 @@ class Plan:
     size_expr: str = ""  # the wrapper expression of that size
     tuned_grid: cst.BaseExpression | None = None
     tuned_name: str = ""  # the autotuned handle of the kernel, `KERNEL_tuned`
+    positional_kept: int = 0  # positional arguments the launch keeps (key arguments go after them)
+    dropped: set[int] = field(default_factory=set)  # ids of the launch arguments that go
+    keywords: dict[int, str] = field(default_factory=dict)  # positional arguments passed by keyword now
 
 
 def _pow2(v: int) -> bool:
@@ -319,29 +323,26 @@ def _grid_sizes_outside_key(
     names of the tuned constexprs) or `triton`. None: not analysable, or a size that depends on
     a block.
     """
-    grid = launch.grid
-    if isinstance(grid, cst.Name):
-        b = bindings.single(grid.value)
-        grid = b.value if b is not None else None
-    if grid is None or isinstance(grid, cst.Lambda) or not isinstance(grid, cst.Tuple):
+    grid = launch.model.grid(launch)
+    if grid.form not in ("tuple", "lambda") or grid.elements is None or (grid.form == "lambda" and grid.meta is None):
         return None
+    meta = {grid.meta} if grid.meta else set()
     bound = launch.bound(kernel)
     covered = {cu.code(bound[k]) for k in key if k in bound}
 
     def seen(name: str) -> bool:
-        if name in covered or name in blocks or name in ("triton", "cdiv"):
+        if name in covered or name in blocks or name in meta or cu.dotted(cst.Name(name)) in ("triton", "triton.cdiv"):
             return True
         b = bindings.single(name)
         return b is not None and b.value is not None and cu.code(b.value) in covered
 
     out = []
-    for axis, el in enumerate(grid.elements):
-        size = el.value
+    for axis, size in enumerate(grid.elements):
         if cu.is_call(size, "triton.cdiv", "cdiv") and len(size.args) == 2:
             size = size.args[0].value
         if cu.int_literal(size) is not None or cu.code(size) in covered or all(map(seen, cu.names_in(size))):
             continue
-        if cu.names_in(size) & blocks:
+        if cu.names_in(size) & blocks or (grid.meta and meta_reads(size, grid.meta)):
             return None  # a size that depends on the block cannot be passed as it is
         # evaluated again at the launch: every name in it must mean there what it meant in the grid
         if any(len(bindings.by_name.get(n, [])) > 1 for n in cu.names_in(size)):
@@ -357,7 +358,7 @@ def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bo
     params = kernel.node.params
     if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg:
         return False
-    at = len(launch.positional)
+    at = plan.positional_kept
     if at > len(kernel.params) or any(p in kernel.defaults for p in kernel.params[:at]):
         return False
     taken = set(kernel.params) | set(launch.keywords)
@@ -370,12 +371,16 @@ def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bo
     return True
 
 
-def _literal_bindings(launch: cu.Launch, kernel: cu.Kernel, bindings: cu.Bindings) -> tuple[dict[str, int], dict[str, str], set[str]]:
-    """(tuned constexpr -> value, wrapper name -> constexpr, constexprs bound to next_power_of_2)."""
+def _literal_bindings(
+    launch: cu.Launch, kernel: cu.Kernel, bindings: cu.Bindings, values: list[dict[str, Any]]
+) -> tuple[dict[str, int], dict[str, str], set[str]]:
+    """(tuned constexpr -> value, wrapper name -> constexpr, constexprs the wrapper sizes by
+    the row: `triton.next_power_of_2(n)`, or a block whose value follows the case)."""
     tuned: dict[str, int] = {}
     names: dict[str, str] = {}
     rowwise: set[str] = set()
-    for name, a in launch.keywords.items():
+    bound = launch.bound_args(kernel)
+    for name, a in bound.items():  # by position or by keyword
         if name not in kernel.constexprs:
             continue
         value = a.value
@@ -392,31 +397,33 @@ def _literal_bindings(launch: cu.Launch, kernel: cu.Kernel, bindings: cu.Binding
             rowwise.add(name)
         if v is not None:
             tuned[name] = v
+        elif name not in rowwise:
+            # `BLOCK_SIZE, num_warps = calculate_settings(n_cols)`: a power of two that follows
+            # the shape case by case is sized by the row, as next_power_of_2 is
+            seen = [x for vals in values if (x := vals.get(name)) is not None]
+            if all(isinstance(x, int) and _pow2(x) for x in seen) and len(set(seen)) > 1:
+                rowwise.add(name)
+    # a constexpr the launch leaves to its literal default is the launch's block as much as one it passes
+    for name, default in kernel.defaults.items():
+        v = cu.int_literal(default)
+        if name in kernel.constexprs and name not in bound and name not in kernel.supplied and v is not None:
+            tuned[name] = v
     return tuned, names, rowwise
 
 
-def _rewrite_grid(plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta: str) -> cst.BaseExpression | None:
-    """The grid expression with block constants replaced by meta[...]; None when unsafe."""
+def _rewrite_axes(
+    plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta: str, axes_in: list[cst.BaseExpression]
+) -> list[cst.BaseExpression] | None:
+    """The grid's axes with block constants replaced by meta[...]; None when unsafe."""
     launch, kernel = plan.launch, plan.kernel
-    grid = launch.grid
     literal_sourced = {c: v for c, v in plan.tuned.items() if c not in names.values()}
-    if isinstance(grid, cst.Name):
-        b = bindings.single(grid.value)
-        if b is None or b.value is None:
-            return None
-        grid = b.value
-    if isinstance(grid, cst.Lambda):
-        return None if cu.names_in(grid) & set(names) else grid
-    if not isinstance(grid, cst.Tuple):
-        return None
     bound_text = {cu.code(e): p for p, e in launch.bound(kernel).items()}
     pairs = cu.cdiv_pairs(kernel)
     axes = cu.axis_blocks(kernel)
-    elements = []
-    for i, el in enumerate(grid.elements):
-        value = el.value
+    out = []
+    for i, value in enumerate(axes_in):
         # indirect dependence (a local computed from the block) cannot be rewritten
-        others = [n for n in cu.names_in(value) if n not in names]
+        others = [n for n in cu.names_in(value) if n not in names and n != meta]
         for n in others:
             if cu.depends_on_block(cu.closure(cst.Name(n), bindings, set()), names, plan.tuned):
                 return None
@@ -434,12 +441,37 @@ def _rewrite_grid(plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta
         new_value = cu.subst_names(
             new_value, lambda n: cu.expr(f'{meta}["{names[n.value]}"]') if n.value in names else None
         )
-        text = cu.code(new_value)
-        for c in axes.get(i, set()) & set(plan.tuned):
-            if f'{meta}["{c}"]' not in text:
-                return None
-        elements.append(el.with_changes(value=new_value))
-    return grid.with_changes(elements=elements)
+        if not (axes.get(i, set()) & set(plan.tuned)) <= meta_reads(new_value, meta):
+            return None  # an axis the kernel tiles by a tuned block must follow it
+        out.append(new_value)
+    return out
+
+
+def _rewrite_grid(plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta: str) -> cst.BaseExpression | None:
+    """The grid expression with block constants replaced by meta[...] (a tuple, or the lambda
+    with its body rewritten over its own parameter); None when unsafe."""
+    grid = plan.launch.model.grid(plan.launch)
+    if grid.form == "lambda":
+        lam = grid.node
+        assert isinstance(lam, cst.Lambda)
+        if grid.meta is None or grid.elements is None:
+            return None
+        axes = _rewrite_axes(plan, bindings, names, grid.meta, grid.elements)
+        if axes is None:
+            return None
+        if all(a is b for a, b in zip(axes, grid.elements, strict=True)):
+            return lam
+        if isinstance(lam.body, (cst.Tuple, cst.List)):
+            body = lam.body.with_changes(elements=[e.with_changes(value=v) for e, v in zip(lam.body.elements, axes, strict=True)])
+        else:
+            body = axes[0]
+        return lam.with_changes(body=body)
+    if grid.form != "tuple" or not isinstance(grid.node, cst.Tuple):
+        return None
+    axes = _rewrite_axes(plan, bindings, names, meta, [e.value for e in grid.node.elements])
+    if axes is None:
+        return None
+    return grid.node.with_changes(elements=[e.with_changes(value=v) for e, v in zip(grid.node.elements, axes, strict=True)])
 
 
 def _disambiguate(
@@ -468,7 +500,7 @@ def _plan(
     tree: cst.Module, source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput
 ) -> Plan | None:
     mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args:
+    if kernel.autotuned or kernel.supplied_unknown or len(mine) != 1 or mine[0].has_star_args:
         return None
     launch = mine[0]
     if kernel.atomics:
@@ -477,16 +509,21 @@ def _plan(
     if loads & stores or "?" in stores:
         return None  # in place: benchmarking runs would read their own output
     bindings = cu.Bindings(launch.function)
-    tuned, names, rowwise = _literal_bindings(launch, kernel, bindings)
+    values = cu.launch_values(launch, kernel, inp.context.cases)
+    tuned, names, rowwise = _literal_bindings(launch, kernel, bindings, values)
     # only block sizes are tuned (a constexpr that sizes a tl.arange); flags such as
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
     blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
     tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
-    values = cu.launch_values(launch, kernel, inp.context.cases)
     key = _key(kernel, launch, values)
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
+    # the launch loses the tuned constexprs (by position or keyword) and the launch options;
+    # positional arguments after a dropped one are passed by keyword so they bind as before
+    plan.dropped, plan.keywords = cu.unbind_args(launch, kernel, set(tuned))
+    plan.dropped |= {id(a) for k, a in launch.options(kernel).items() if k in LAUNCH_OPTIONS}
+    plan.positional_kept = sum(1 for a in launch.positional if id(a) not in plan.dropped | set(plan.keywords))
     sizes = _grid_sizes_outside_key(kernel, launch, bindings, key, set(names))
     if sizes is None or (sizes and not _add_key_args(plan, sizes)):
         return None  # the autotuner could not tell apart problems the grid tells apart
@@ -526,9 +563,8 @@ def _plan(
         plan.tuned_name = cu.fresh_name(f"{kernel.name}_tuned", cu.all_names(tree))
 
     # every other launch argument must not depend on a tuned block
-    skip_args = set(tuned) | set(LAUNCH_OPTIONS)
     for a in launch.call.args:
-        if a.keyword is not None and a.keyword.value in skip_args:
+        if id(a) in plan.dropped:
             continue
         if cu.depends_on_block(cu.closure(a.value, bindings, set()), names, tuned):
             return None
@@ -539,7 +575,9 @@ def _plan(
         new_grid = _rewrite_grid(plan, bindings, names, meta)
         if new_grid is None:
             return None
-        if f'{meta}["' not in cu.code(new_grid):
+        if new_grid is launch.model.grid(launch).node:
+            pass  # a lambda that reads its blocks from meta already: it stays as it is
+        elif f'{meta}["' not in cu.code(new_grid) and not isinstance(new_grid, cst.Lambda):
             pass  # the grid does not depend on the tuned blocks: it stays as it is
         elif not isinstance(new_grid, cst.Lambda):
             new_grid = cst.Lambda(
@@ -555,18 +593,17 @@ def _plan(
             else:  # an inline grid, or one shared with other launches: this launch gets its own
                 plan.edits.append((launch.grid, new_grid))
 
-    # the launch loses the tuned constexprs and the launch options
-    drop = set(tuned) | set(LAUNCH_OPTIONS)
-    dropped = {id(a) for a in launch.call.args if a.keyword is not None and a.keyword.value in drop}
     added = [cu.keyword_arg(n, v) for n, v in plan.key_args.items()]
     if plan.key_args:
-        plan.edits.append((kernel.node.params, cu.insert_params(kernel, len(launch.positional), list(plan.key_args))))
+        plan.edits.append((kernel.node.params, cu.insert_params(kernel, plan.positional_kept, list(plan.key_args))))
     if plan.fixed_up_to is not None:
-        plan.edits.append((launch.statement, _dispatch_statement(plan, tree, dropped, added)))
+        plan.edits.append((launch.statement, _dispatch_statement(plan, tree, plan.dropped, added)))
         return plan
-    plan.edits.append((launch.call, _DropArgs(dropped, added)))
+    plan.edits.append((launch.call, _DropArgs(plan.dropped, added, plan.keywords)))
 
     plan.dead = set(names) | ({launch.grid.value} if isinstance(launch.grid, cst.Name) else set())
+    # locals that only fed a launch option (`num_warps=num_warps`) go with it
+    plan.dead |= {a.value.value for k, a in launch.options(kernel).items() if k in LAUNCH_OPTIONS and isinstance(a.value, cst.Name)}
     return plan
 
 
@@ -584,7 +621,7 @@ def _dispatch_statement(plan: Plan, tree: cst.Module, dropped: set[int], added: 
     tuned_func = launch.call.func.with_changes(
         value=cst.Name(plan.tuned_name), slice=[cst.SubscriptElement(cst.Index(grid))]
     )
-    tuned_call = cu.drop_args(launch.call, launch.call, dropped, added).with_changes(func=tuned_func)
+    tuned_call = cu.drop_args(launch.call, launch.call, dropped, added, plan.keywords).with_changes(func=tuned_func)
 
     def line(call: cst.Call) -> cst.SimpleStatementLine:
         return cst.SimpleStatementLine([cst.Expr(call)])
@@ -629,6 +666,7 @@ class _DropArgs:
 
     ids: set[int]
     add: list[cst.Arg] = field(default_factory=list)
+    keywords: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -653,7 +691,7 @@ class _Apply(cst.CSTTransformer):
             return updated_node
         if isinstance(new, _DropArgs):
             assert isinstance(original_node, cst.Call) and isinstance(updated_node, cst.Call)
-            return cu.drop_args(original_node, updated_node, new.ids, new.add)
+            return cu.drop_args(original_node, updated_node, new.ids, new.add, new.keywords)
         if isinstance(new, _Decorate):
             assert isinstance(updated_node, cst.FunctionDef)
             return updated_node.with_changes(decorators=new.decorators)
@@ -668,42 +706,10 @@ def _decorator(plan: Plan) -> cst.Decorator:
     return cu.make_decorator(f"triton.autotune(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n)")
 
 
-PURE_CALLS = frozenset({"triton.cdiv", "cdiv", "triton.next_power_of_2", "min", "max", "int"})
-
-
-def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]) -> cst.Module:
-    """Drop `name = <pure value>` statements of the launching functions whose names
-    (all in `candidates`) nothing reads any more, e.g. `BLOCK_SIZE = 1024`, `grid = (...)`."""
-    edits: list[tuple[cst.CSTNode, Any]] = []
-    functions = {id(lc.function): lc.function for lc in cu.find_launches(tree, kernels)}
-    for fn in functions.values():
-        bindings = cu.Bindings(fn)
-        reads = cu.name_loads(fn.body, bindings.target_ids)
-        for st in cu.body_statements(fn.body):
-            pairs = cu.simple_assigns(st)
-            if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
-                continue
-            if all(n in candidates and reads[n] == 0 and _pure(v) for n, v in pairs):
-                edits.append((st, cst.RemoveFromParent()))
-    return cu.replace(tree, edits) if edits else tree
-
-
-def _all_targets(small: cst.CSTNode) -> list[str]:
-    if not isinstance(small, cst.Assign):
-        return ["?"]
-    return [n.value for t in small.targets for n in cu.walk(t.target) if isinstance(n, cst.Name)]
-
-
-def _pure(value: cst.CSTNode) -> bool:
-    return all(
-        cu.call_name(n) in PURE_CALLS for n in cu.walk(value) if isinstance(n, cst.Call)
-    )
-
-
 @transform(Family.LAUNCH_CONFIG)
 def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
-    if tree is None or not cu.imports_triton(tree):
+    if tree is None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
@@ -716,18 +722,17 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
         if p.fixed_up_to is not None:
             edits.append((p.kernel.node, _Follow(_tuned_definition(p, tree))))
             continue
-        jit_index = next(
-            i for i, d in enumerate(p.kernel.node.decorators) if cu.decorator_name(d) in ("triton.jit", "jit")
-        )
+        # outermost above heuristics (they may read the tuned blocks), else right above the jit
+        at = 0 if "triton.heuristics" in p.kernel.decorators else p.kernel.decorators.index("triton.jit")
         decorators = list(p.kernel.node.decorators)
-        decorators.insert(jit_index, _decorator(p))
+        decorators.insert(at, _decorator(p))
         edits.append((p.kernel.node, _Decorate(decorators)))
     new = tree.visit(_Apply(edits))
     for _ in range(3):  # removing `grid = (... BLOCK ...)` can leave `BLOCK = 1024` unread
-        new = remove_dead_locals(new, {p.kernel.name for p in plans}, set().union(*(p.dead for p in plans)))
+        new = cu.remove_dead_locals(new, {p.kernel.name for p in plans}, set().union(*(p.dead for p in plans)))
     kinds = ", ".join(f"{p.kernel.name} ({p.kind}, {len(p.configs)} configs, key {p.key})" for p in plans)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.LAUNCH_CONFIG,
         kernels=tuple(p.kernel.name for p in plans),
         mechanism=(

@@ -66,22 +66,6 @@ class _Plan:
     sizes: list[str]  # wrapper names of the sizes to pad
 
 
-def _aliases(tree: cst.Module, kernel: str) -> list[str]:
-    """Module-level names bound to `triton.autotune(...)(kernel)` (LAUNCH_CONFIG's size dispatch)."""
-    out = []
-    for st in tree.body:
-        for name, value in cu.simple_assigns(st):
-            if (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Call)
-                and cu.dotted(value.func.func) in ("triton.autotune", "autotune")
-                and len(value.args) == 1
-                and cu.code(value.args[0].value) == kernel
-            ):
-                out.append(name)
-    return out
-
-
 def _on_tensor(node: cst.CSTNode | None, attr: str) -> str | None:
     """`t` when `node` is `t.<attr>` for a plain name `t`."""
     if isinstance(node, cst.Attribute) and node.attr.value == attr and isinstance(node.value, cst.Name):
@@ -191,7 +175,7 @@ def _plans(tree: cst.Module, kernel: cu.Kernel, blockers: list[str]) -> list[_Pl
     if not blockers:
         return []
     plans = []
-    for launch in cu.find_launches(tree, [kernel.name, *_aliases(tree, kernel.name)]):
+    for launch in cu.find_launches(tree, [kernel.name, *kernel.handles]):
         plan = _plan(kernel, launch, blockers)
         if plan is None:
             return []
@@ -260,7 +244,7 @@ def padded_operands(source: str, inp: RuleInput) -> Rewrite | None:
         body[at + 1:at + 1] = helper_def
         plan0 = plans[0]
         return Rewrite(
-            source=new.with_changes(body=body).code,
+            source=cu.emit(new.with_changes(body=body), tree),
             family=Family.HINTS,
             kernels=(kernel.name,),
             mechanism=(

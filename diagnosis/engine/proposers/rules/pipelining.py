@@ -93,7 +93,7 @@ def pipeline_dot_loops(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.PIPELINING,
         kernels=tuple(done),
         mechanism="; ".join(notes) + " (compile options only).",

@@ -2,10 +2,15 @@
 
 Matches a `@triton.jit` kernel whose body has two or more top-level loops with the same
 header `for v in range(0, n, BLOCK)` (or `range(tl.cdiv(n, BLOCK))`), where `n` is a runtime
-parameter and BLOCK a constexpr passed by keyword at the kernel's single launch. It adds a
-copy of the kernel, `<name>_single_pass`, in which each such loop is replaced by its body
-after `v = 0`, and identical `tl.load(...)` calls (same address, mask and other, nothing
-stored in between) are merged into one variable, so the row is read once. The launch becomes
+parameter and BLOCK a constexpr that the kernel's single launch passes (by position or by
+keyword) or leaves to its default or to an autotuner. It adds a copy of the kernel,
+`<name>_single_pass`, in which each such loop is replaced by its body on its one iteration
+(`v` is 0 there, and written so: `cols = tl.arange(0, BLOCK)`), statements the passes repeat
+are kept once, and identical `tl.load(...)` calls (same address, mask and other, nothing
+stored in between) read into one variable, so the row is read once. The copy keeps the
+kernel's `jit` and `heuristics` decorators, not an autotuner (the launch sets the block and
+the warps; a kernel whose autotuner or heuristics supply any other constexpr, or the block
+itself from heuristics, is left alone). The launch becomes
 
     if 0 < n <= LIMIT:  launch <name>_single_pass with BLOCK = next_power_of_2(n) and
                         num_warps chosen by the block (<=2048: 4, <=8192: 8, else 16)
@@ -19,18 +24,17 @@ launch is a whole statement, and neither the grid nor any other argument depends
 
 from __future__ import annotations
 
-import ast
 from typing import Any
 
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.srcmodel import meta_reads
 
 LIMIT_32BIT = 16384  # elements per row held in one block (registers: 32 per thread at 16 warps)
 LIMIT_16BIT = 32768
-PURE_CALLS = frozenset({"tl.arange", "tl.zeros", "tl.full"})
 
 
 def _loop_header(loop: cst.For, kernel: cu.Kernel) -> tuple[str, str] | None:
@@ -60,156 +64,16 @@ def _escapes(loop: cst.For) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
-# merging identical loads in straight-line code
-
-
-class _Canon:
-    """Canonical text of expressions over straight-line statements.
-
-    Names bound to pure expressions (arithmetic, comparisons, tl.arange) are expanded, other
-    names carry a version that changes when they are rebound to something different, so two
-    expressions with the same canonical text have the same value.
-    """
-
-    def __init__(self) -> None:
-        self.pure: dict[str, ast.expr] = {}
-        self.version: dict[str, int] = {}
-        self.last_key: dict[str, str] = {}
-
-    def tree(self, node: cst.BaseExpression) -> ast.expr:
-        parsed = ast.parse(cu.code(node).strip(), mode="eval").body
-        return self._subst(parsed)
-
-    def _subst(self, node: ast.expr) -> ast.expr:
-        canon = self
-
-        class T(ast.NodeTransformer):
-            def visit_Name(self, n: ast.Name) -> ast.AST:
-                if n.id in canon.pure:
-                    return canon.pure[n.id]
-                return ast.Name(id=f"{n.id}__v{canon.version.get(n.id, 0)}", ctx=ast.Load())
-
-        return T().visit(node)
-
-    def key(self, node: cst.BaseExpression) -> str:
-        return ast.unparse(self.tree(node))
-
-    def bind(self, name: str, value: cst.BaseExpression) -> None:
-        tree = self.tree(value)
-        if _is_pure(value):
-            self.pure[name] = tree
-            return
-        self.pure.pop(name, None)
-        key = ast.unparse(tree)
-        if self.last_key.get(name) != key:
-            self.version[name] = self.version.get(name, 0) + 1
-            self.last_key[name] = key
-
-    def clobber(self, name: str) -> None:
-        self.pure.pop(name, None)
-        self.version[name] = self.version.get(name, 0) + 1
-        self.last_key.pop(name, None)
-
-
-def _is_pure(value: cst.BaseExpression) -> bool:
-    for n in cu.walk(value):
-        if isinstance(n, cst.Call) and cu.call_name(n) not in PURE_CALLS:
-            return False
-        if isinstance(n, (cst.Subscript, cst.Lambda, cst.NamedExpr)):
-            return False
-    return True
-
-
-def _assigned(node: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-    for n in cu.walk(node):
-        if isinstance(n, cst.AssignTarget):
-            out |= {t.value for t in cu.walk(n.target) if isinstance(t, cst.Name)}
-        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
-            out |= {t.value for t in cu.walk(n.target) if isinstance(t, cst.Name)}
-        elif isinstance(n, cst.For):
-            out |= {t.value for t in cu.walk(n.target) if isinstance(t, cst.Name)}
-    return out
-
-
-def _writes_memory(node: cst.CSTNode) -> bool:
-    return any(
-        isinstance(n, cst.Call) and ((cu.call_name(n) or "") == "tl.store" or (cu.call_name(n) or "").startswith("tl.atomic_"))
-        for n in cu.walk(node)
-    )
-
-
-def merge_loads(body: list[cst.BaseStatement], taken: set[str]) -> tuple[list[cst.BaseStatement], int]:
-    """Give identical loads of straight-line `body` one variable; returns the new body and
-    how many loads were removed."""
-    canon = _Canon()
-    occurrences: list[tuple[int, cst.Call, str, int]] = []  # (statement index, call, key, epoch)
-    epoch = 0
-    for i, st in enumerate(body):
-        if isinstance(st, cst.SimpleStatementLine):
-            for small in st.body:
-                for n in cu.walk(small):
-                    if cu.is_call(n, "tl.load"):
-                        occurrences.append((i, n, canon.key(n), epoch))
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                    canon.bind(small.targets[0].target.value, small.value)
-                else:
-                    for name in _assigned(small):
-                        canon.clobber(name)
-        else:
-            for name in _assigned(st):
-                canon.clobber(name)
-        if _writes_memory(st):
-            epoch += 1  # loads after a store may see it: never merged across one
-
-    groups: dict[tuple[str, int], list[tuple[int, cst.Call]]] = {}
-    for i, call, key, ep in occurrences:
-        groups.setdefault((key, ep), []).append((i, call))
-    edits: list[tuple[cst.CSTNode, Any]] = []
-    hoists: dict[int, list[cst.BaseStatement]] = {}
-    removed = 0
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        first_i, first_call = members[0]
-        var = cu.fresh_name(_var_base(first_call), taken)
-        hoists.setdefault(first_i, []).append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(var))], first_call)]))
-        for _, call in members:
-            edits.append((call, cst.Name(var)))
-        removed += len(members) - 1
-    if not removed:
-        return body, 0
-    new_body: list[cst.BaseStatement] = []
-    for i, st in enumerate(body):
-        new_st = cu.replace_in(st, edits)
-        extra = hoists.get(i, [])
-        if extra and isinstance(new_st, cst.SimpleStatementLine | cst.BaseCompoundStatement):
-            # the variable takes the statement's leading comment lines
-            extra = [extra[0].with_changes(leading_lines=new_st.leading_lines)] + extra[1:]
-            new_st = new_st.with_changes(leading_lines=[])
-        new_body.extend(extra)
-        new_body.append(new_st)
-    return new_body, removed
-
-
-def _var_base(call: cst.Call) -> str:
-    ptr = cu.arg(call, "pointer", 0)
-    base = ptr
-    while isinstance(base, cst.BinaryOperation):
-        base = base.left
-    name = base.value if isinstance(base, cst.Name) else "row"
-    for suffix in ("_ptrs", "_ptr", "_row", "_start"):
-        name = name.removesuffix(suffix)
-    return f"{name}_vals"
-
-
-# ---------------------------------------------------------------------------------------
 # the transform
 
 
 def _single_pass_kernel(kernel: cu.Kernel, loops: list[cst.For], new_name: str) -> tuple[cst.FunctionDef, int]:
+    """The kernel with each loop replaced by its body on the one iteration it has, tidied: the
+    loop variable is 0 (`cols = tl.arange(0, BLOCK)`, not `start = 0` then `start + ...`), and
+    statements and loads the passes repeat are kept once."""
     body = cu.body_statements(kernel.node.body)
     flat: list[cst.BaseStatement] = []
+    pins: list[int] = []
     for st in body:
         if st in loops:
             assert isinstance(st, cst.For) and isinstance(st.target, cst.Name)
@@ -217,16 +81,23 @@ def _single_pass_kernel(kernel: cu.Kernel, loops: list[cst.For], new_name: str) 
                 [cst.Assign([cst.AssignTarget(cst.Name(st.target.value))], cst.Integer("0"))],
                 leading_lines=st.leading_lines,
             )
+            pins.append(len(flat))
             flat.append(first)
             flat.extend(cu.body_statements(st.body))
         else:
             flat.append(st)
-    merged, removed = merge_loads(flat, cu.all_names(kernel.node) | set(kernel.params))
-    jit = [d for d in kernel.node.decorators if cu.decorator_name(d) in ("triton.jit", "jit")]
+    for at in reversed(pins):  # from the last: pinning may drop the statement, shifting later ones
+        flat = tidy.pin_zero(flat, at, set(kernel.params))
+    # a statement a later pass repeats goes first (the pass's own name keeps the value), then
+    # the loads still repeated inside other expressions are read once
+    before = sum(1 for st in flat for n in cu.walk(st) if cu.is_call(n, "tl.load"))
+    merged, _ = tidy.merge_loads(tidy.drop_repeats(flat), cu.all_names(kernel.node) | set(kernel.params))
+    body = tidy.propagate_copies(tidy.drop_repeats(merged), set(kernel.params), [kernel.node])
+    removed = before - sum(1 for st in body for n in cu.walk(st) if cu.is_call(n, "tl.load"))
     fn = kernel.node.with_changes(
         name=cst.Name(new_name),
-        decorators=jit,
-        body=kernel.node.body.with_changes(body=merged),
+        decorators=kernel.jit_decorators(),  # jit and heuristics: an autotuner would clash with the block
+        body=kernel.node.body.with_changes(body=body),
         leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
     return fn, removed
@@ -274,24 +145,33 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken_mo
     if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args:
         return None
     launch = mine[0]
-    if kernel.autotuned:
+    # the copy is launched with the block and warps it needs: a block the heuristics compute, or
+    # any constexpr an autotuner supplies besides it, would be missing or clash there
+    supplied = {p: how for p, how in kernel.supplied.items() if not (how == "autotune" and p == block)}
+    if kernel.supplied_unknown or block in supplied or any(how == "autotune" for how in supplied.values()):
         return None
-    kw = launch.keywords
-    if block not in kw:
+    args = launch.bound_args(kernel)
+    block_arg = args.get(block)
+    if block_arg is None and block not in kernel.defaults and kernel.supplied.get(block) != "autotune":
         return None
     bound_expr = launch.bound(kernel).get(bound)
     if bound_expr is None or not _simple(bound_expr):
         return None
     wb = cu.Bindings(launch.function)
-    names = {kw[block].value.value: block} if isinstance(kw[block].value, cst.Name) else {}
-    value = cu.resolve_int(kw[block].value, wb)
+    names = {block_arg.value.value: block} if block_arg is not None and isinstance(block_arg.value, cst.Name) else {}
+    value = cu.resolve_int(block_arg.value, wb) if block_arg is not None else cu.int_literal(kernel.defaults.get(block))
     tuned = {block: value} if value is not None else {}
     for a in launch.call.args:
-        if a is kw[block] or (a.keyword is not None and a.keyword.value in ("num_warps", "num_stages")):
+        if a is block_arg or (a.keyword is not None and a.keyword.value in ("num_warps", "num_stages")):
             continue
         if cu.depends_on_block(cu.closure(a.value, wb, set()), names, tuned):
             return None
+    grid = launch.model.grid(launch)
     if cu.depends_on_block(cu.closure(launch.grid, wb, set()), names, tuned):
+        return None
+    if grid.form in ("lambda", "function") and (grid.meta is None or block in meta_reads(grid.node, grid.meta)):
+        return None  # the grid would follow the new block
+    if grid.form == "function":
         return None
     limit = _limit(inp)
     values = [v.get(bound) for v in cu.launch_values(launch, kernel, inp.context.cases)]
@@ -303,6 +183,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken_mo
     return {
         "kernel": kernel, "launch": launch, "bound": bound, "block": block, "bound_expr": bound_expr,
         "fn": fn, "merged": merged, "loops": len(loops), "limit": limit, "new_name": new_name,
+        "block_arg": block_arg,
     }
 
 
@@ -318,34 +199,33 @@ def _simple(node: cst.BaseExpression) -> bool:
     return True
 
 
-def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str]:
+def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str | None]:
+    """The guarded launches, and the local the row size is read into first (None where the size
+    is a plain name already: the guard reads it)."""
     launch: cu.Launch = plan["launch"]
-    n_var = cu.fresh_name("single_pass_n", taken)
+    n_var = plan["bound_expr"].value if isinstance(plan["bound_expr"], cst.Name) else cu.fresh_name("single_pass_n", taken)
     b_var = cu.fresh_name("single_pass_block", taken)
     call = launch.call
+    block_arg = plan["block_arg"]
     args = []
     for a in call.args:
         if a.keyword is not None and a.keyword.value in ("num_warps",):
             continue
-        if a.keyword is not None and a.keyword.value == plan["block"]:
-            a = a.with_changes(value=cst.Name(b_var))
-        args.append(a)
-    # num_warps by the block: 4 up to 2048 elements, 8 up to 8192, 16 above
+        args.append(a.with_changes(value=cst.Name(b_var)) if a is block_arg else a)
+    # num_warps by the block: 4 up to 2048 elements, 8 up to 8192, 16 above; the block goes too
+    # where the launch left it to the default or the autotuner
     w_var = cu.fresh_name("single_pass_warps", taken)
-    warps = cst.Arg(
-        value=cst.Name(w_var),
-        keyword=cst.Name("num_warps"),
-        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-    )
+    new = [] if block_arg is not None else [cu.keyword_arg(plan["block"], cst.Name(b_var))]
+    new.append(cu.keyword_arg("num_warps", cst.Name(w_var)))
     last = args[-1]
-    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument goes after it
-        args.append(warps.with_changes(comma=last.comma))
-        args[-2] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if isinstance(call.args[-1].comma, cst.Comma):  # a trailing comma: the new arguments go before it
+        args[-1] = last.with_changes(comma=space)
+        args += [a.with_changes(comma=space) for a in new[:-1]] + [new[-1].with_changes(comma=call.args[-1].comma)]
     else:
-        args[-1] = last.with_changes(
-            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")), whitespace_after_arg=cst.SimpleWhitespace("")
-        )
-        args.append(warps.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        args[-1] = last.with_changes(comma=space, whitespace_after_arg=cst.SimpleWhitespace(""))
+        args += [a.with_changes(comma=space) for a in new[:-1]]
+        args.append(new[-1].with_changes(whitespace_after_arg=call.args[-1].whitespace_after_arg))
     sub = call.func
     assert isinstance(sub, cst.Subscript)
     new_call = call.with_changes(func=sub.with_changes(value=cst.Name(plan["new_name"])), args=args)
@@ -365,14 +245,14 @@ def _guarded_launch(plan: dict, taken: set[str]) -> tuple[cst.If, str]:
     else_body = node.orelse.body.with_changes(body=[original.with_changes(leading_lines=[])])
     return (
         node.with_changes(body=node.body.with_changes(body=then), orelse=node.orelse.with_changes(body=else_body)),
-        n_var,
+        None if isinstance(plan["bound_expr"], cst.Name) else n_var,
     )
 
 
 @transform(Family.SINGLE_PASS)
 def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
     tree = cu.parse(source)
-    if tree is None or not cu.imports_triton(tree):
+    if tree is None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
@@ -386,6 +266,9 @@ def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
         edits.append((kernel.node, cst.FlattenSentinel([kernel.node, p["fn"]])))
         launch: cu.Launch = p["launch"]
         guard, n_var = _guarded_launch(p, cu.all_names(launch.function))
+        if n_var is None:
+            edits.append((launch.statement, guard.with_changes(leading_lines=launch.statement.leading_lines)))
+            continue
         assign = cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(n_var))], p["bound_expr"])],
             leading_lines=launch.statement.leading_lines,
@@ -399,7 +282,7 @@ def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
         for p in plans
     )
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.SINGLE_PASS,
         kernels=tuple(p["kernel"].name for p in plans),
         mechanism=f"single-pass copies of row kernels: {desc}; the multi-pass kernel stays as the fallback.",

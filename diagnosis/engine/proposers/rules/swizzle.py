@@ -77,12 +77,13 @@ def _block_matches(div: cst.BaseExpression, block: str, launch: cu.Launch, kerne
         index = div.slice[0].slice
         if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
             return index.value.evaluated_value == block
-    passed = launch.keywords.get(block)
+    arg = launch.bound_args(kernel).get(block)  # by position or by keyword, else the default
+    passed = arg.value if arg is not None else kernel.defaults.get(block)
     if passed is None:
         return False
-    if isinstance(div, cst.Name) and isinstance(passed.value, cst.Name) and div.value == passed.value.value:
+    if isinstance(div, cst.Name) and isinstance(passed, cst.Name) and div.value == passed.value:
         return True
-    a, b = cu.resolve_int(div, bindings), cu.resolve_int(passed.value, bindings)
+    a, b = cu.resolve_int(div, bindings), cu.resolve_int(passed, bindings if arg is not None else None)
     return a is not None and a == b
 
 
@@ -293,7 +294,7 @@ def grouped_program_order(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     new = cu.replace(tree, edits)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.SWIZZLE,
         kernels=tuple(done),
         mechanism=(

@@ -1,0 +1,448 @@
+"""Straight-line kernel code after a rewrite, tidied the way its author would have written it.
+
+Flattening loops (SINGLE_PASS) and joining kernels (FUSION) leave code nobody writes by hand:
+the loop variable pinned to its first value (`start = 0` then `cols = start + tl.arange(0, B)`),
+the same index computation and the same load once per former pass, a new variable that only
+renames an old one (`x = x_vals`). Each function here takes the statements of one straight-line
+block and changes them only where the values are provably the same: a name pinned to 0 is
+replaced by 0 and `0 + e` folded to `e`; a load repeated with nothing stored in between is read
+once, into the name the code already gives it where it can; an assignment that binds a name to
+the value it already holds is dropped. Comments on a dropped statement move to the next one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import Any
+
+import libcst as cst
+
+from diagnosis.engine.proposers.rules import cst_util as cu
+
+PURE_CALLS = frozenset({"tl.arange", "tl.zeros", "tl.full"})
+
+
+# ---------------------------------------------------------------------------------------
+# canonical values of straight-line code
+
+
+class Canon:
+    """Canonical text of expressions over straight-line statements.
+
+    Names bound to pure expressions (arithmetic, comparisons, tl.arange) are expanded, other
+    names carry a version that changes when they are rebound to something different, so two
+    expressions with the same canonical text have the same value.
+    """
+
+    def __init__(self) -> None:
+        self.pure: dict[str, ast.expr] = {}
+        self.version: dict[str, int] = {}
+        self.last_key: dict[str, str] = {}
+
+    def tree(self, node: cst.BaseExpression) -> ast.expr:
+        parsed = ast.parse(cu.code(node).strip(), mode="eval").body
+        return self._subst(parsed)
+
+    def _subst(self, node: ast.expr) -> ast.expr:
+        canon = self
+
+        class T(ast.NodeTransformer):
+            def visit_Name(self, n: ast.Name) -> ast.AST:
+                if n.id in canon.pure:
+                    return canon.pure[n.id]
+                return ast.Name(id=f"{n.id}__v{canon.version.get(n.id, 0)}", ctx=ast.Load())
+
+        return T().visit(node)
+
+    def key(self, node: cst.BaseExpression) -> str:
+        return ast.unparse(self.tree(node))
+
+    def bind(self, name: str, value: cst.BaseExpression) -> None:
+        tree = self.tree(value)
+        if is_pure(value):
+            self.pure[name] = tree
+            return
+        self.pure.pop(name, None)
+        key = ast.unparse(tree)
+        if self.last_key.get(name) != key:
+            self.version[name] = self.version.get(name, 0) + 1
+            self.last_key[name] = key
+
+    def clobber(self, name: str) -> None:
+        self.pure.pop(name, None)
+        self.version[name] = self.version.get(name, 0) + 1
+        self.last_key.pop(name, None)
+
+    def state(self, name: str) -> tuple[bool, int]:
+        return name in self.pure, self.version.get(name, 0)
+
+
+def is_pure(value: cst.BaseExpression) -> bool:
+    for n in cu.walk(value):
+        if isinstance(n, cst.Call) and cu.call_name(n) not in PURE_CALLS:
+            return False
+        if isinstance(n, (cst.Subscript, cst.Lambda, cst.NamedExpr)):
+            return False
+    return True
+
+
+def assigned(node: cst.CSTNode) -> set[str]:
+    out: set[str] = set()
+    for n in cu.walk(node):
+        if isinstance(n, cst.AssignTarget):
+            out |= {t.value for t in cu.walk(n.target) if isinstance(t, cst.Name)}
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            out |= {t.value for t in cu.walk(n.target) if isinstance(t, cst.Name)}
+    return out
+
+
+def writes_memory(node: cst.CSTNode) -> bool:
+    return any(
+        isinstance(n, cst.Call)
+        and ((name := cu.call_name(n) or "") == "tl.store" or name.startswith("tl.atomic_"))
+        for n in cu.walk(node)
+    )
+
+
+def _single_assign(st: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """(name, value) of a statement line that is exactly `name = value`."""
+    if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1:
+        small = st.body[0]
+        if (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+        ):
+            return small.targets[0].target.value, small.value
+    return None
+
+
+def _carry_comments(body: list[cst.BaseStatement], dropped: set[int]) -> list[cst.BaseStatement]:
+    """`body` without the statements at `dropped`, their leading lines moved to the next one."""
+    out: list[cst.BaseStatement] = []
+    pending: list[cst.EmptyLine] = []
+    for i, st in enumerate(body):
+        if i in dropped:
+            pending += list(st.leading_lines)
+            continue
+        if pending:
+            st = st.with_changes(leading_lines=[*pending, *st.leading_lines])
+            pending = []
+        out.append(st)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# a name pinned to 0
+
+
+def pin_zero(body: list[cst.BaseStatement], index: int, scalars: set[str]) -> list[cst.BaseStatement]:
+    """`body[index]` is `name = 0` (a loop variable on its only iteration): `name` is replaced
+    by 0 in the statements up to its next binding, `0 + e`, `e + 0`, `e - 0` fold to `e` and
+    `0 * s` to 0 for a scalar `s` (an int or one of `scalars`); the binding goes when nothing
+    reads it any more."""
+    found = _single_assign(body[index])
+    if found is None or cu.int_literal(found[1]) != 0:
+        return body
+    name = found[0]
+    end = next((j for j in range(index + 1, len(body)) if name in assigned(body[j])), len(body))
+    segment = body[index + 1 : end]
+    new = [_Pin(name, scalars).fold(st) for st in segment]
+    still_read = any(name in cu.names_in(st) for st in new) or (end < len(body) and name in _reads(body[end]))
+    out = [*body[: index + 1], *new, *body[end:]]
+    return _carry_comments(out, set() if still_read else {index})
+
+
+def _reads(st: cst.BaseStatement) -> set[str]:
+    return cu.names_in(st)
+
+
+class _Pin(cst.CSTTransformer):
+    def __init__(self, name: str, scalars: set[str]) -> None:
+        self.name = name
+        self.scalars = scalars
+        self.zeros: set[int] = set()
+
+    def fold(self, st: cst.BaseStatement) -> Any:
+        return st.visit(self)
+
+    def _zero(self) -> cst.Integer:
+        z = cst.Integer("0")
+        self.zeros.add(id(z))
+        return z
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> Any:
+        return updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> Any:
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> Any:
+        return self._zero() if original_node.value == self.name else updated_node
+
+    def leave_BinaryOperation(
+        self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
+    ) -> Any:
+        left, right, op = updated_node.left, updated_node.right, updated_node.operator
+        zl, zr = id(left) in self.zeros, id(right) in self.zeros
+        result: cst.BaseExpression | None = None
+        if isinstance(op, cst.Add) and (zl or zr):
+            result = right if zl else left
+        elif isinstance(op, cst.Subtract) and zr:
+            result = left
+        elif isinstance(op, cst.Multiply) and (zl or zr) and self._scalar(right if zl else left):
+            result = self._zero()
+        if result is None:
+            return updated_node
+        if updated_node.lpar and not isinstance(result, (cst.Name, cst.Integer, cst.Call, cst.Attribute)):
+            result = result.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+        elif not updated_node.lpar and result.lpar and isinstance(result, (cst.Name, cst.Integer, cst.Call)):
+            result = result.with_changes(lpar=[], rpar=[])
+        return result
+
+    def _scalar(self, node: cst.BaseExpression) -> bool:
+        return (
+            isinstance(node, cst.Integer)
+            or id(node) in self.zeros
+            or (isinstance(node, cst.Name) and node.value in self.scalars)
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# repeated loads
+
+
+def merge_loads(body: list[cst.BaseStatement], taken: set[str]) -> tuple[list[cst.BaseStatement], int]:
+    """Give identical loads of straight-line `body` one variable; returns the new body and
+    how many loads were removed. The variable is the name the code itself binds one of them to
+    (`x = tl.load(...)`) where nothing else binds or reads that name in between, else a new one."""
+    canon = Canon()
+    occurrences: list[tuple[int, cst.Call, str, int]] = []  # (statement index, call, key, epoch)
+    after: list[dict[str, tuple[bool, int]]] = []  # the state after each statement
+    epoch = 0
+    for i, st in enumerate(body):
+        if isinstance(st, cst.SimpleStatementLine):
+            for small in st.body:
+                for n in cu.walk(small):
+                    if cu.is_call(n, "tl.load"):
+                        occurrences.append((i, n, canon.key(n), epoch))
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                ):
+                    canon.bind(small.targets[0].target.value, small.value)
+                else:
+                    for name in assigned(small):
+                        canon.clobber(name)
+        else:
+            for name in assigned(st):
+                canon.clobber(name)
+        after.append(dict(_snapshot(canon)))
+        if writes_memory(st):
+            epoch += 1  # loads after a store may see it: never merged across one
+
+    groups: dict[tuple[str, int], list[tuple[int, cst.Call]]] = {}
+    for i, call, key, ep in occurrences:
+        groups.setdefault((key, ep), []).append((i, call))
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    hoists: dict[int, list[cst.BaseStatement]] = {}
+    removed = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        first_i, first_call = members[0]
+        own = _own_name(body, members, after)
+        if own is not None:
+            name, at = own
+            if at != first_i:  # the name takes the first load, where it is first read
+                hoists.setdefault(first_i, []).append(
+                    cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], first_call)])
+                )
+            # the named load stays where it is first, or moves there; every other one reads the name
+            edits += [(call, cst.Name(name)) for i, call in members if at != first_i or i != at]
+        else:
+            var = cu.fresh_name(_var_base(first_call), taken)
+            hoists.setdefault(first_i, []).append(
+                cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(var))], first_call)])
+            )
+            for _, call in members:
+                edits.append((call, cst.Name(var)))
+        removed += len(members) - 1
+    if not removed:
+        return body, 0
+    new_body: list[cst.BaseStatement] = []
+    for i, st in enumerate(body):
+        new_st = cu.replace_in(st, edits)
+        extra = [h.with_changes(leading_lines=[]) for h in hoists.get(i, [])]
+        if extra and isinstance(new_st, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            # the variable takes the statement's leading comment lines
+            extra = [extra[0].with_changes(leading_lines=new_st.leading_lines)] + extra[1:]
+            new_st = new_st.with_changes(leading_lines=[])
+        new_body.extend(extra)
+        new_body.append(new_st)
+    return new_body, removed
+
+
+def _snapshot(canon: Canon) -> dict[str, tuple[bool, int]]:
+    names = set(canon.pure) | set(canon.version)
+    return {n: canon.state(n) for n in names}
+
+
+def _own_name(
+    body: list[cst.BaseStatement],
+    members: list[tuple[int, cst.Call]],
+    after: list[dict[str, tuple[bool, int]]],
+) -> tuple[str, int] | None:
+    """(name, statement index) of the first member that is a whole `name = tl.load(...)`, when
+    `name` can hold the load for every member: nothing between the first member and it reads or
+    binds `name`, and at each later member `name` still holds what that statement bound."""
+    first_i = members[0][0]
+    for i, call in members:
+        found = _single_assign(body[i])
+        if found is None or found[1] is not call:
+            continue
+        name = found[0]
+        if any(name in cu.names_in(body[j]) for j in range(first_i, i)):
+            return None
+        bound = after[i].get(name)
+        for j, _ in members:
+            if j > i and (j == 0 or after[j - 1].get(name) != bound):
+                return None
+        return name, i
+    return None
+
+
+def _var_base(call: cst.Call) -> str:
+    ptr = cu.arg(call, "pointer", 0)
+    base = ptr
+    while isinstance(base, cst.BinaryOperation):
+        base = base.left
+    name = base.value if isinstance(base, cst.Name) else "row"
+    for suffix in ("_ptrs", "_ptr", "_row", "_start"):
+        name = name.removesuffix(suffix)
+    return f"{name}_vals"
+
+
+# ---------------------------------------------------------------------------------------
+# assignments of the value a name already holds
+
+
+def drop_repeats(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """`body` without the `name = value` statements that rebind `name` to the value it holds
+    (`x = x`, or the same expression of the same inputs again; a load only with nothing stored in
+    between), and with `name = other` where another name still holds that value (a later pass
+    that recomputes what an earlier one named differently: `propagate_copies` then folds it)."""
+    canon = Canon()
+    epoch = 0
+    bound_at: dict[str, int] = {}  # the epoch of each name's binding
+    holder: dict[str, str] = {}  # canonical key of a non-pure value -> the name that holds it
+    dropped: set[int] = set()
+    out = list(body)
+    for i, st in enumerate(body):
+        found = _single_assign(st)
+        if found is not None:
+            name, value = found
+            if isinstance(value, cst.Name) and value.value == name:
+                dropped.add(i)
+                continue
+            key = canon.key(value)
+            loads = any(cu.is_call(n, "tl.load") for n in cu.walk(value))
+            pure = is_pure(value)
+            same = _pure_same(canon, name, value) if pure else canon.last_key.get(name) == key
+            if same and (not loads or bound_at.get(name) == epoch):
+                dropped.add(i)
+                continue
+            other = holder.get(key) if not pure else None
+            if other is not None and other != name and (not loads or bound_at.get(other) == epoch):
+                out[i] = st.with_changes(body=[st.body[0].with_changes(value=cst.Name(other))])
+            _forget(holder, name)
+            canon.bind(name, value)
+            bound_at[name] = epoch
+            if not pure and name not in cu.names_in(value):
+                holder.setdefault(canon.last_key[name], name)
+        else:
+            for name in assigned(st):
+                canon.clobber(name)
+                _forget(holder, name)
+        if writes_memory(st):
+            epoch += 1
+    return _carry_comments(out, dropped) if dropped or out != body else body
+
+
+def _forget(holder: dict[str, str], name: str) -> None:
+    for key in [k for k, v in holder.items() if v == name]:
+        del holder[key]
+
+
+def _pure_same(canon: Canon, name: str, value: cst.BaseExpression) -> bool:
+    return name in canon.pure and ast.unparse(canon.pure[name]) == ast.unparse(canon.tree(value))
+
+
+# ---------------------------------------------------------------------------------------
+# a name that only renames another
+
+
+def propagate_copies(
+    body: list[cst.BaseStatement], params: set[str], written: Iterable[cst.CSTNode] = ()
+) -> list[cst.BaseStatement]:
+    """`body` without the `a = b` statements (both names, `a` no parameter) where `b` keeps its
+    value while `a` holds the copy: `a`'s reads up to its next binding read `b` instead (the
+    right-hand side of that binding too, when it is a plain `a = ...`). Copies the author wrote
+    (any `a = b` under `written`, the kernels the rewrite started from) are theirs and stay."""
+    theirs = {(a, b.value) for node in written for st in cu.walk(node) if (f := _single_assign(st)) for a, b in [f]
+              if isinstance(b, cst.Name)}  # fmt: skip
+    dropped: set[int] = set()
+    out = list(body)
+    for i in range(len(body)):
+        found = _single_assign(out[i])
+        if found is None or not isinstance(found[1], cst.Name) or found[0] in params:
+            continue
+        a, b = found[0], found[1].value
+        if a == b or (a, b) in theirs:
+            continue
+        end = next((j for j in range(i + 1, len(out)) if a in assigned(out[j])), len(out))
+        if any(b in assigned(s) for s in out[i + 1 : end + 1]):
+            continue  # b changes while a still holds the copy
+        again = _single_assign(out[end]) if end < len(out) else None
+        if end < len(out) and a in cu.names_in(out[end]) and (again is None or again[0] != a):
+            continue  # its next binding reads a some other way (`a += 1`)
+        if end < len(out) and not isinstance(out[end], cst.SimpleStatementLine):
+            if any(a in cu.names_in(s) for s in out[end:]):
+                continue  # rebound only on some paths: later reads may still read the copy
+
+        def to_b(n: cst.Name, a: str = a, b: str = b) -> cst.BaseExpression | None:
+            return cst.Name(b) if n.value == a else None
+
+        out[i + 1 : end] = [cu.subst_names(s, to_b) for s in out[i + 1 : end]]
+        if again is not None:
+            small = out[end].body[0]  # type: ignore[attr-defined]
+            out[end] = out[end].with_changes(
+                body=[small.with_changes(value=cu.subst_names(small.value, to_b))]
+            )
+        dropped.add(i)
+    return _carry_comments(out, dropped) if dropped else body
+
+
+# ---------------------------------------------------------------------------------------
+# a local nothing reads
+
+
+def drop_unread(body: list[cst.BaseStatement], names: set[str]) -> list[cst.BaseStatement]:
+    """`body` without the `name = value` statements of `names` that nothing after them reads,
+    where `value` only computes (no load, store or other call with an effect)."""
+    dropped: set[int] = set()
+    for i, st in enumerate(body):
+        found = _single_assign(st)
+        if found is None or found[0] not in names:
+            continue
+        calls = [cu.call_name(n) or "" for n in cu.walk(found[1]) if isinstance(n, cst.Call)]
+        if any(
+            not c.startswith("tl.") or c in ("tl.load", "tl.store") or c.startswith("tl.atomic_")
+            for c in calls
+        ):
+            continue
+        if not any(found[0] in cu.names_in(later) for later in body[i + 1 :]):
+            dropped.add(i)
+    return _carry_comments(body, dropped) if dropped else body

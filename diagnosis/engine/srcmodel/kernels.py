@@ -1,0 +1,229 @@
+"""The kernels of a module: which functions are Triton kernels and what their parameters are.
+
+A kernel is a function whose decorator stack holds `triton.jit` under any import alias
+(`@jit`, `@tr.jit`, `@triton.jit(do_not_specialize=...)`), under any `@triton.autotune` and
+`@triton.heuristics`. A constexpr is a parameter annotated `tl.constexpr` through any alias
+(`lang.constexpr`, `constexpr`). Constexprs the autotuner's configs or the heuristics supply are
+recorded as such: a launch does not pass them, and a rewrite that passed them would clash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from diagnosis.engine.srcmodel import read
+from diagnosis.engine.srcmodel.names import Names
+
+JIT = "triton.jit"
+AUTOTUNE = "triton.autotune"
+HEURISTICS = "triton.heuristics"
+CONFIG = "triton.Config"
+
+
+@dataclass(repr=False, eq=False)
+class Kernel:
+    """One `@triton.jit` function and what its signature and decorators say."""
+
+    name: str
+    node: cst.FunctionDef
+    names: Names
+    params: list[str]
+    constexprs: list[str]
+    defaults: dict[str, cst.BaseExpression]
+    decorators: tuple[str, ...]  # canonical names, outermost first
+    # constexpr -> "autotune" or "heuristics": supplied at launch by the decorators (or by a
+    # module-level handle `k_tuned = triton.autotune(...)(k)`), never passed by the launch
+    supplied: dict[str, str] = field(default_factory=dict)
+    supplied_unknown: bool = False  # an autotune whose configs cannot be read: any constexpr may be
+    heuristics: dict[str, cst.BaseExpression] = field(default_factory=dict)  # constexpr -> its lambda
+    handles: tuple[str, ...] = ()  # module names bound to `triton.autotune(...)(k)`
+    top_level: bool = True
+
+    @property
+    def autotuned(self) -> bool:
+        """An autotuner chooses some of its launch options: by decorator or through a handle."""
+        return AUTOTUNE in self.decorators or bool(self.handles)
+
+    @property
+    def runtime_params(self) -> list[str]:
+        return [p for p in self.params if p not in self.constexprs]
+
+    def jit_decorators(self, keep_heuristics: bool = True) -> list[cst.Decorator]:
+        """The decorators a copy of the kernel keeps: `jit` and, by default, the heuristics (they
+        compute constexprs from the launch's arguments, which the copy still gets)."""
+        keep = {JIT, HEURISTICS} if keep_heuristics else {JIT}
+        return [d for d in self.node.decorators if read.dotted(read.decorator_target(d), self.names) in keep]
+
+    def calls(self, *wanted: str) -> list[cst.Call]:
+        return [n for n in read.walk(self.node.body) if read.is_call(n, *wanted, names=self.names)]
+
+    @property
+    def has_dot(self) -> bool:
+        return bool(self.calls("tl.dot"))
+
+    @property
+    def atomics(self) -> list[cst.Call]:
+        return [
+            n
+            for n in read.walk(self.node.body)
+            if isinstance(n, cst.Call) and (read.call_name(n, self.names) or "").startswith("tl.atomic_")
+        ]
+
+    def program_axes(self) -> dict[str, int]:
+        """Local names bound straight to `tl.program_id(axis)`, with the axis."""
+        out: dict[str, int] = {}
+        for s in read.statements(self.node.body):
+            if not isinstance(s, cst.SimpleStatementLine):
+                continue
+            for small in s.body:
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                    continue
+                target = small.targets[0].target
+                if isinstance(target, cst.Name) and read.is_call(
+                    small.value, "tl.program_id", names=self.names
+                ):
+                    axis = read.int_literal(read.arg(small.value, "axis", 0))  # type: ignore[arg-type]
+                    if axis is not None:
+                        out[target.value] = axis
+        return out
+
+
+def find_kernels(tree: cst.Module, names: Names) -> tuple[dict[str, Kernel], list[Kernel]]:
+    """(top-level kernels by name, the last definition winning as Python's does; every kernel
+    anywhere in the module, nested ones included, in source order)."""
+    top: dict[str, Kernel] = {}
+    every: list[Kernel] = []
+    top_ids = {id(st) for st in tree.body}
+    for node in read.walk(tree):
+        if not isinstance(node, cst.FunctionDef):
+            continue
+        decorators = tuple(read.dotted(read.decorator_target(d), names) or "" for d in node.decorators)
+        if JIT not in decorators:  # a bare `@jit` the module did not import from Triton is not Triton's
+            continue
+        kernel = _kernel(node, names, decorators, id(node) in top_ids, tree)
+        every.append(kernel)
+        if kernel.top_level:
+            top[kernel.name] = kernel
+    for handle, target, dec in _handles(tree, names):
+        if target in top:
+            k = top[target]
+            k.handles = (*k.handles, handle)
+            supplied, unknown = _config_keys(dec, tree, names)
+            for p in supplied:
+                k.supplied.setdefault(p, "autotune")
+            k.supplied_unknown |= unknown
+    return top, every
+
+
+def _kernel(
+    node: cst.FunctionDef, names: Names, decorators: tuple[str, ...], top: bool, module: cst.Module
+) -> Kernel:
+    params: list[str] = []
+    constexprs: list[str] = []
+    defaults: dict[str, cst.BaseExpression] = {}
+    for p in read.params_of(node):
+        params.append(p.name.value)
+        ann = p.annotation.annotation if p.annotation else None
+        if read.dotted(ann, names) in ("tl.constexpr", "constexpr") or read.string_literal(ann) in (
+            "tl.constexpr",
+            "constexpr",
+        ):
+            constexprs.append(p.name.value)
+        if p.default is not None:
+            defaults[p.name.value] = p.default
+    kernel = Kernel(node.name.value, node, names, params, constexprs, defaults, decorators, top_level=top)
+    for d in node.decorators:
+        name = read.dotted(read.decorator_target(d), names)
+        call = d.decorator if isinstance(d.decorator, cst.Call) else None
+        if name == AUTOTUNE and call is not None:
+            supplied, unknown = _config_keys(call, module, names)
+            for p in supplied:
+                kernel.supplied.setdefault(p, "autotune")
+            kernel.supplied_unknown |= unknown
+        elif name == HEURISTICS and call is not None:
+            table = read.arg(call, "values", 0)
+            if isinstance(table, cst.Dict):
+                for el in table.elements:
+                    key = read.string_literal(el.key) if isinstance(el, cst.DictElement) else None
+                    if key is None:
+                        kernel.supplied_unknown = True
+                        continue
+                    kernel.heuristics[key] = el.value
+                    kernel.supplied.setdefault(key, "heuristics")
+            else:
+                kernel.supplied_unknown = True
+    return kernel
+
+
+def _config_keys(call: cst.Call, tree: cst.Module, names: Names) -> tuple[set[str], bool]:
+    """The constexprs an autotune's configs set, and whether some config could not be read."""
+    configs = read.arg(call, "configs", 0)
+    if isinstance(configs, cst.Name):
+        configs = _module_value(tree, configs.value)
+    elements: list[cst.BaseExpression] = []
+    if isinstance(configs, (cst.List, cst.Tuple)):
+        elements = [e.value for e in configs.elements]
+    elif isinstance(configs, cst.ListComp):
+        elements = [configs.elt]
+    else:
+        return set(), True
+    out: set[str] = set()
+    unknown = False
+    for e in elements:
+        if not read.is_call(e, CONFIG, "Config", names=names):
+            unknown = True
+            continue
+        kwargs = read.arg(e, "kwargs", 0)  # type: ignore[arg-type]
+        if not isinstance(kwargs, cst.Dict):
+            unknown = True
+            continue
+        for el in kwargs.elements:
+            key = read.string_literal(el.key) if isinstance(el, cst.DictElement) else None
+            if key is None:
+                unknown = True
+            else:
+                out.add(key)
+    return out, unknown
+
+
+def _module_value(tree: cst.Module, name: str) -> cst.BaseExpression | None:
+    found = None
+    for st in tree.body:
+        if not isinstance(st, cst.SimpleStatementLine):
+            continue
+        for small in st.body:
+            if isinstance(small, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+            ):
+                found = small.value
+    return found
+
+
+def _handles(tree: cst.Module, names: Names) -> list[tuple[str, str, cst.Call]]:
+    """(handle, kernel, autotune call) for module statements `h = triton.autotune(...)(k)`, also
+    through `triton.heuristics(...)` between them."""
+    out = []
+    for st in tree.body:
+        if not isinstance(st, cst.SimpleStatementLine):
+            continue
+        for small in st.body:
+            if not (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+            ):
+                continue
+            value: cst.BaseExpression = small.value
+            tune: cst.Call | None = None
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Call) and len(value.args) == 1:
+                wrapper = read.dotted(value.func.func, names)
+                if wrapper == AUTOTUNE and tune is None:
+                    tune = value.func
+                elif wrapper != HEURISTICS:
+                    break
+                value = value.args[0].value
+            if tune is not None and isinstance(value, cst.Name):
+                out.append((small.targets[0].target.value, value.value, tune))
+    return out

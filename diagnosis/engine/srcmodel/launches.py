@@ -1,0 +1,229 @@
+"""Every launch of a kernel, wherever it is, with its arguments bound to the kernel's parameters.
+
+A launch is `k[grid](...)` inside any function: a method of `ModelNew`, a module-level helper
+that `forward` calls, a function nested in either; `k` may be the kernel or a module handle of it
+(`k_tuned = triton.autotune(...)(k)`). Arguments bind to parameters as Python binds them,
+by position or by keyword; keywords that are no parameter are launch options (`num_warps`).
+The grid is read as Triton reads it: a tuple, a `lambda meta: (...)`, a function of `meta`, or a
+name bound once to one of those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from diagnosis.engine.srcmodel import read
+from diagnosis.engine.srcmodel.kernels import Kernel
+
+LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion"})
+
+
+@dataclass(repr=False, eq=False)
+class Launch:
+    """One `k[grid](...)` call."""
+
+    kernel: str  # the kernel's function name
+    target: str  # the name launched: the kernel, or a handle of it
+    call: cst.Call
+    grid: cst.BaseExpression
+    function: cst.FunctionDef  # the innermost function around the launch
+    scope: tuple[cst.FunctionDef, ...]  # every function around it, outermost first
+    classname: str  # the class of the outermost function, "" for a module-level function
+    statement: cst.SimpleStatementLine | None  # set when the launch is a whole expression statement
+    line: cst.SimpleStatementLine | None  # the statement line that holds the launch
+    model: Any = None  # the SourceModel it belongs to
+
+    @property
+    def qualname(self) -> str:
+        """`ModelNew.forward`, `softmax`, `outer.inner`."""
+        parts = [f.name.value for f in self.scope]
+        return ".".join([self.classname, *parts] if self.classname else parts)
+
+    @property
+    def positional(self) -> list[cst.Arg]:
+        return [a for a in self.call.args if a.keyword is None and a.star == ""]
+
+    @property
+    def keywords(self) -> dict[str, cst.Arg]:
+        return {a.keyword.value: a for a in self.call.args if a.keyword is not None}
+
+    @property
+    def has_star_args(self) -> bool:
+        return any(a.star for a in self.call.args)
+
+    def bound_args(self, kernel: Kernel) -> dict[str, cst.Arg]:
+        """Kernel parameter -> the argument that binds it, by position or by keyword."""
+        out: dict[str, cst.Arg] = dict(zip(kernel.params, self.positional, strict=False))
+        for name, a in self.keywords.items():
+            if name in kernel.params:
+                out[name] = a
+        return out
+
+    def bound(self, kernel: Kernel) -> dict[str, cst.BaseExpression]:
+        """Kernel parameter -> the launch expression that feeds it."""
+        return {p: a.value for p, a in self.bound_args(kernel).items()}
+
+    def options(self, kernel: Kernel) -> dict[str, cst.Arg]:
+        """Launch keywords that are no parameter of the kernel (`num_warps=8`)."""
+        return {k: a for k, a in self.keywords.items() if k not in kernel.params}
+
+    def by_position(self, kernel: Kernel, param: str) -> bool:
+        """Whether `param` is passed positionally here."""
+        a = self.bound_args(kernel).get(param)
+        return a is not None and a.keyword is None
+
+
+class _Finder(cst.CSTVisitor):
+    def __init__(self, targets: dict[str, str]) -> None:
+        self.targets = targets  # launched name -> kernel name
+        self.classes: list[str] = []
+        self.functions: list[cst.FunctionDef] = []
+        self.class_depth: list[int] = []  # how many functions were open when each class opened
+        self.lines: list[cst.SimpleStatementLine] = []
+        self.found: list[Launch] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node.name.value)
+        self.class_depth.append(len(self.functions))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+        self.class_depth.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.functions.pop()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.lines.append(node)
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        self.lines.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Subscript) and len(func.slice) == 1 and self.functions):
+            return
+        name = read.literal(func.value)
+        index = func.slice[0].slice
+        if name not in self.targets or not isinstance(index, cst.Index):
+            return
+        line = self.lines[-1] if self.lines else None
+        whole = (
+            line is not None
+            and len(line.body) == 1
+            and isinstance(line.body[0], cst.Expr)
+            and line.body[0].value is node
+        )
+        # the class only names the scope when its body holds the outermost function directly
+        classname = self.classes[-1] if self.classes and self.class_depth[-1] == 0 else ""
+        self.found.append(
+            Launch(
+                kernel=self.targets[name],
+                target=name,
+                call=node,
+                grid=index.value,
+                function=self.functions[-1],
+                scope=tuple(self.functions),
+                classname=classname,
+                statement=line if whole else None,
+                line=line,
+            )
+        )
+
+
+def find_launches(tree: cst.Module, kernels: dict[str, Kernel]) -> list[Launch]:
+    """Every launch of a top-level kernel or of one of its handles, in source order."""
+    targets = {name: name for name in kernels}
+    for k in kernels.values():
+        for h in k.handles:
+            targets.setdefault(h, k.name)
+    finder = _Finder(targets)
+    tree.visit(finder)
+    return finder.found
+
+
+# ---------------------------------------------------------------------------------------
+# grids
+
+
+@dataclass(repr=False, eq=False)
+class Grid:
+    """What a launch's grid expression is, after following a local name bound once."""
+
+    form: str  # tuple, lambda, function, other
+    node: cst.BaseExpression  # the expression (the lambda, the tuple, the name of the function)
+    elements: list[cst.BaseExpression] | None  # the axes: of the tuple, or of the lambda's body tuple
+    meta: str | None  # the lambda's or the function's parameter (what `meta["BLOCK"]` reads)
+    binding: cst.BaseExpression | None  # the value of the local the grid was read through
+
+
+def grid_of(launch: Launch, module: cst.Module) -> Grid:
+    node = launch.grid
+    binding = None
+    if isinstance(node, cst.Name):
+        value = bound_once(launch.function, node.value)
+        if value is not None:
+            node = binding = value
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return Grid("tuple", node, [e.value for e in node.elements], None, binding)
+    if isinstance(node, cst.Lambda):
+        params = read.params_of_lambda(node)
+        body = node.body
+        elements = [e.value for e in body.elements] if isinstance(body, (cst.Tuple, cst.List)) else [body]
+        return Grid("lambda", node, elements, params[0] if len(params) == 1 else None, binding)
+    if isinstance(node, cst.Name):
+        fn = next(
+            (st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == node.value),
+            None,
+        )
+        if fn is not None:
+            params = [p.name.value for p in read.params_of(fn)]
+            returns = [n for n in read.walk(fn.body) if isinstance(n, cst.Return) and n.value is not None]
+            elements = None
+            if len(returns) == 1 and isinstance(returns[0].value, (cst.Tuple, cst.List)):
+                elements = [e.value for e in returns[0].value.elements]
+            return Grid("function", node, elements, params[0] if len(params) == 1 else None, binding)
+    return Grid("other", node, None, None, binding)
+
+
+def meta_reads(node: cst.CSTNode, meta: str) -> set[str]:
+    """The keys `K` of every `meta["K"]` under `node`."""
+    out: set[str] = set()
+    for n in read.walk(node):
+        if (
+            isinstance(n, cst.Subscript)
+            and isinstance(n.value, cst.Name)
+            and n.value.value == meta
+            and len(n.slice) == 1
+            and isinstance(n.slice[0].slice, cst.Index)
+        ):
+            key = read.string_literal(n.slice[0].slice.value)
+            if key is not None:
+                out.add(key)
+    return out
+
+
+def bound_once(function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+    """The value of `name` in `function` when one plain `name = value` is its only binding."""
+    found: list[cst.BaseExpression | None] = []
+    if name in {p.name.value for p in read.params_of(function)}:
+        return None
+    for n in read.walk(function.body):
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                if isinstance(t.target, cst.Name) and t.target.value == name:
+                    found.append(n.value)
+                elif any(isinstance(x, cst.Name) and x.value == name for x in read.walk(t.target)):
+                    found.append(None)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            if any(isinstance(x, cst.Name) and x.value == name for x in read.walk(n.target)):
+                found.append(None)
+        elif isinstance(n, cst.AsName) and isinstance(n.name, cst.Name) and n.name.value == name:
+            found.append(None)
+    return found[0] if len(found) == 1 else None

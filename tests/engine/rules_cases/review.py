@@ -1,0 +1,145 @@
+"""What a reviewer would not accept in a rewrite, checked on (before, after) module pairs.
+
+A rewrite may not add what its input did not have:
+- `ruff` findings (F, E9, B: undefined or unused names, syntax, likely bugs), unused locals
+  (F841) among them;
+- a statement repeated in one block with nothing between that could change its value
+  (`cols = ...` again, a load again with no store between);
+- a copy `a = b` of one name into another;
+- a local bound once, to a literal (`start = 0`), and read: a constant that never varies.
+
+Each function of `after` is compared with the function of `before` it comes from: the one of
+the same name, else the one whose name starts it (`k_single_pass` from `k`), else, for a new
+kernel (a fusion's), the sum over every function of `before`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import libcst as cst
+
+from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.proposers.rules.tidy import assigned, writes_memory
+
+RUFF_SELECT = "F,E9,B"
+
+
+def ruff_codes(paths: list[Path]) -> dict[str, Counter[str]]:
+    """Resolved path -> its ruff codes (F, E9, B), one ruff run for all of them."""
+    ruff = Path(sys.executable).parent / "ruff"
+    files = [str(p.resolve()) for p in paths]
+    proc = subprocess.run(
+        [str(ruff), "check", "--isolated", "--select", RUFF_SELECT, "--output-format", "json", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out: dict[str, Counter[str]] = {f: Counter() for f in files}
+    for item in json.loads(proc.stdout or "[]"):
+        out.setdefault(str(Path(item["filename"]).resolve()), Counter())[item["code"] or "E999"] += 1
+    return out
+
+
+def ruff_problems(before: Counter[str], after: Counter[str]) -> list[str]:
+    return [f"ruff {code} x{n - before[code]}" for code, n in sorted(after.items()) if n > before[code]]
+
+
+# ---------------------------------------------------------------------------------------
+# per-function counts
+
+
+def _functions(tree: cst.Module) -> dict[str, cst.FunctionDef]:
+    out: dict[str, cst.FunctionDef] = {}
+    for n in cu.walk(tree):
+        if isinstance(n, cst.FunctionDef):
+            out.setdefault(n.name.value, n)
+    return out
+
+
+def _blocks(fn: cst.FunctionDef) -> Iterator[list[cst.BaseStatement]]:
+    for n in cu.walk(fn.body):
+        if isinstance(n, cst.IndentedBlock):
+            yield list(n.body)
+
+
+def repeats(fn: cst.FunctionDef) -> int:
+    """Simple statements equal to an earlier one of their block, with nothing between that binds
+    a name they read or bind, and no store between where they load."""
+    count = 0
+    for block in _blocks(fn):
+        for j, st in enumerate(block):
+            if not isinstance(st, cst.SimpleStatementLine):
+                continue
+            text = cu.code(st.with_changes(leading_lines=[])).strip()
+            names = cu.names_in(st)
+            loads = any(cu.is_call(n, "tl.load") for n in cu.walk(st))
+            for i in range(j - 1, -1, -1):
+                other = block[i]
+                if (
+                    isinstance(other, cst.SimpleStatementLine)
+                    and cu.code(other.with_changes(leading_lines=[])).strip() == text
+                ):
+                    count += 1
+                    break
+                if assigned(other) & names or (loads and writes_memory(other)):
+                    break
+    return count
+
+
+def copies(fn: cst.FunctionDef) -> int:
+    """`a = b` statements, both plain names."""
+    return sum(
+        1
+        for n in cu.walk(fn.body)
+        if isinstance(n, cst.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0].target, cst.Name)
+        and isinstance(n.value, cst.Name)
+        and n.value.value not in ("True", "False", "None")
+    )
+
+
+def constants(fn: cst.FunctionDef) -> int:
+    """Locals bound once, to a number literal, and read."""
+    bound: Counter[str] = Counter()
+    literal: set[str] = set()
+    for n in cu.walk(fn.body):
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                for name in cu.walk(t.target):
+                    if isinstance(name, cst.Name):
+                        bound[name.value] += 1
+                        if isinstance(t.target, cst.Name) and isinstance(n.value, (cst.Integer, cst.Float)):
+                            literal.add(name.value)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            for name in cu.walk(n.target):
+                if isinstance(name, cst.Name):
+                    bound[name.value] += 1
+    params = {p.name.value for p in fn.params.params}
+    reads = cu.name_loads(fn.body, {id(n) for n in cu.walk(fn.body) if isinstance(n, cst.AssignTarget)})
+    return sum(1 for name in literal if bound[name] == 1 and name not in params and reads[name])
+
+
+CHECKS = {"repeated statement": repeats, "copy": copies, "constant never varied": constants}
+
+
+def problems(before: str, after: str) -> list[str]:
+    """What `after` adds that `before` did not have (ruff aside: see ruff_codes)."""
+    old, new = _functions(cst.parse_module(before)), _functions(cst.parse_module(after))
+    out = []
+    for name, fn in new.items():
+        origin = old.get(name) or next(
+            (old[o] for o in sorted(old, key=len, reverse=True) if name.startswith(o)), None
+        )
+        for what, count in CHECKS.items():
+            allowed = count(origin) if origin is not None else sum(count(f) for f in old.values())
+            found = count(fn)
+            if found > allowed:
+                out.append(f"{name}: {what} x{found - allowed}")
+    return out

@@ -1,0 +1,145 @@
+"""Rewrites a reviewer would accept: over every rewrite-table row of the test_rules_* modules and
+every suite rewrite, the output adds no ruff finding (F, E9, B), no repeated statement, no copy
+of one name into another and no constant that never varies (rules_cases/review.py)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from diagnosis.engine import sol
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.base import ProposalContext
+from diagnosis.engine.proposers.rules import COMPOSITIONS, RuleInput, apply_family, registered_families
+from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import review
+from tests.engine.rules_cases import styles as st
+
+# (test module, its family, the tables whose rows start with a module source)
+TABLES = (
+    ("test_rules_launch_config", Family.LAUNCH_CONFIG, ("FIX", "STYLES")),
+    ("test_rules_single_pass", Family.SINGLE_PASS, ("FIX", "STYLES")),
+    ("test_rules_hints", Family.HINTS, ("FIX", "STYLES")),
+    ("test_rules_pipelining", Family.PIPELINING, ("FIX", "STYLES")),
+    ("test_rules_swizzle", Family.SWIZZLE, ("FIX", "STYLES")),
+    ("test_rules_dot_precision", Family.DOT_PRECISION, ("FIX", "STYLES")),
+    ("test_rules_block_reduction", Family.BLOCK_REDUCTION, ("FIX", "STYLES")),
+    ("test_rules_hoist", Family.HOIST, ("FIX", "STYLES")),
+    ("test_rules_fusion", Family.FUSION, ("FIX", "STYLES")),
+    ("test_rules_fusion_epilogue", Family.FUSION, ("FIX",)),
+    ("test_rules_fusion_prologue", Family.FUSION, ("FIX",)),
+)
+
+
+def table_rows() -> list[tuple[str, str, Family, RuleInput]]:
+    """(row id, module source, family, rule input) for every row of the tables."""
+    out = []
+    for name, family, tables in TABLES:
+        module = importlib.import_module(f"tests.engine.{name}")
+        for table in tables:
+            for param in getattr(module, table):
+                first = param.values[0]
+                if isinstance(first, st.StyleCase):
+                    source, inp = first.source, st.rule_input(first)
+                else:
+                    source = first
+                    given = [v for v in param.values[1:] if isinstance(v, RuleInput)]
+                    inp = given[0] if given else h.rule_input()
+                if source:  # rows read from bench/suite are empty without it
+                    out.append((f"{name}::{table}[{param.id}]", source, family, inp))
+    rows = importlib.import_module("tests.engine.test_rules_fusion_rows")
+    out.append(("test_rules_fusion_rows::ABSMAX_SCALE", rows.ABSMAX_SCALE, Family.FUSION, h.rule_input()))
+    return out
+
+
+def suite_rows() -> list[tuple[str, str, tuple[Family, ...], RuleInput]]:
+    """Every family alone and every composition on every suite module, as the H200 benchmark
+    proposes them (bench/rules_fingerprint.py's chains)."""
+    if not h.SUITE.is_dir():
+        return []
+    chains = [(f,) for f in registered_families()] + [tuple(c) for c in COMPOSITIONS] + [(Family.FUSION,) * 2]
+    out = []
+    for path in sorted(p for p in h.SUITE.glob("*.py") if re.match(r"\d\d_\w+\.py$", p.name)):
+        inp = RuleInput((), ProposalContext(cases=h.cases_of(path), device=sol.lookup("NVIDIA H200").spec))
+        out += [(f"{path.stem}::{'+'.join(map(str, c))}", path.read_text(), c, inp) for c in chains]
+    return out
+
+
+def _review(pairs: list[tuple[str, str, str]], tmp_path: Path) -> dict[str, list[str]]:
+    """Row id -> what its output adds, for (id, before, after) pairs."""
+    paths: dict[str, tuple[Path, Path]] = {}
+    for i, (row_id, before, after) in enumerate(pairs):
+        b, a = tmp_path / f"r{i}_before.py", tmp_path / f"r{i}_after.py"
+        b.write_text(before)
+        a.write_text(after)
+        paths[row_id] = (b.resolve(), a.resolve())
+    codes = review.ruff_codes([p for pair in paths.values() for p in pair])
+    found = {}
+    for row_id, before, after in pairs:
+        b, a = paths[row_id]
+        got = review.ruff_problems(codes[str(b)], codes[str(a)]) + review.problems(before, after)
+        if got:
+            found[row_id] = got
+    return found
+
+
+def test_every_table_rewrite_is_reviewable(tmp_path: Path) -> None:
+    pairs = []
+    for row_id, source, family, inp in table_rows():
+        rw = apply_family(family, source, inp)
+        if rw is not None:
+            pairs.append((row_id, source, rw.source))
+    assert len(pairs) > 80  # the tables' rows, not a vacuous pass
+    assert _review(pairs, tmp_path) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not h.SUITE.is_dir(), reason="bench/suite is absent")
+def test_every_suite_rewrite_is_reviewable(tmp_path: Path) -> None:
+    pairs = []
+    for row_id, source, chain, inp in suite_rows():
+        text: str | None = source
+        for family in chain:
+            rw = apply_family(family, text, inp) if text is not None else None
+            text = rw.source if rw is not None else None
+        if text is not None:
+            pairs.append((row_id, source, text))
+    assert len(pairs) > 100
+    assert _review(pairs, tmp_path) == {}
+
+
+# --- the checks themselves: each names what a rewrite added ---------------------------------
+
+KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + cols, mask=cols < n)
+    tl.store(x_ptr + cols, x * 2, mask=cols < n)
+"""
+CHECKED = [
+    pytest.param(KERNEL.replace("    x = tl.load", "    cols = tl.arange(0, BLOCK)\n    x = tl.load"),
+                 ["k: repeated statement x1"], id="a-statement-repeated"),
+    pytest.param(KERNEL.replace("    x = tl.load(x_ptr + cols, mask=cols < n)\n",
+                                "    x_vals = tl.load(x_ptr + cols, mask=cols < n)\n    x = x_vals\n"),
+                 ["k: copy x1"], id="a-copy"),
+    pytest.param(KERNEL.replace("    cols = tl.arange(0, BLOCK)\n", "    start = 0\n    cols = start + tl.arange(0, BLOCK)\n"),
+                 ["k: constant never varied x1"], id="a-constant-never-varied"),
+    pytest.param(KERNEL.replace("    x = tl.load(", "    unused = n * 2\n    x = tl.load("), ["ruff F841 x1"],
+                 id="an-unused-local"),
+    pytest.param(KERNEL.replace("    tl.store(x_ptr + cols, x * 2, mask=cols < n)\n",
+                                "    tl.store(x_ptr + cols, x * 2, mask=cols < n)\n    x = tl.load(x_ptr + cols, mask=cols < n)\n"
+                                "    tl.store(x_ptr + cols, x * 2, mask=cols < n)\n"),
+                 [], id="a-load-again-after-a-store-is-no-repeat"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("after", "expected"), CHECKED)
+def test_the_review_names_what_a_rewrite_adds(after: str, expected: list[str], tmp_path: Path) -> None:
+    assert _review([("row", KERNEL, after)], tmp_path).get("row", []) == expected

@@ -1,0 +1,336 @@
+"""The source model: kernels, launches, bindings, grids and values, whatever the code style."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.engine.proposers.base import CaseShape
+from diagnosis.engine.srcmodel import TensorValue, model_of, model_of_tree
+from diagnosis.engine.srcmodel.read import dotted
+from tests.engine import src
+
+
+def module(imports: str, decorator: str, annotation: str, tl: str = "tl", launch: str = "") -> str:
+    """A copy kernel and its wrapper, written with the given imports and spellings."""
+    launch = launch or "k[(triton.cdiv(n, 256),)](x, y, n, BLOCK=256)"
+    return (
+        f"{imports}\n\n\n{decorator}\n"
+        f"def k(x_ptr, y_ptr, n, BLOCK: {annotation}):\n"
+        f"    pid = {tl}.program_id(0)\n"
+        f"    offs = pid * BLOCK + {tl}.arange(0, BLOCK)\n"
+        f"    {tl}.store(y_ptr + offs, {tl}.load(x_ptr + offs, mask=offs < n), mask=offs < n)\n\n\n"
+        "class ModelNew:\n"
+        "    def forward(self, x):\n"
+        "        y = torch.empty_like(x)\n"
+        "        n = x.numel()\n"
+        f"        {launch}\n"
+        "        return y\n"
+    )
+
+
+KERNEL_STYLES = [
+    pytest.param(
+        module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr"),
+        id="plain",
+    ),
+    pytest.param(
+        module(
+            "import torch\nimport triton as tr\nimport triton.language as tl",
+            "@tr.jit",
+            "tl.constexpr",
+            launch="k[(tr.cdiv(n, 256),)](x, y, n, BLOCK=256)",
+        ),
+        id="import-triton-as-tr",
+    ),
+    pytest.param(
+        module(
+            "import torch\nimport triton\nfrom triton import jit\nimport triton.language as tl",
+            "@jit",
+            "tl.constexpr",
+        ),
+        id="from-triton-import-jit",
+    ),
+    pytest.param(
+        module(
+            "import torch\nimport triton\nimport triton.language as lang",
+            "@triton.jit",
+            "lang.constexpr",
+            "lang",
+        ),
+        id="triton-language-as-lang",
+    ),
+    pytest.param(
+        module(
+            "import torch\nimport triton\nimport triton.language as tl\nfrom triton.language import constexpr",
+            "@triton.jit",
+            "constexpr",
+        ),
+        id="from-triton-language-import-constexpr",
+    ),
+    pytest.param(
+        module(
+            "import torch\nimport triton\nfrom triton import language as tl",
+            "@triton.jit(do_not_specialize=['n'])",
+            "tl.constexpr",
+        ),
+        id="jit-call-and-from-triton-import-language",
+    ),
+]
+
+
+@pytest.mark.parametrize("source", KERNEL_STYLES)
+def test_it_finds_the_kernel_its_constexpr_and_launch_in_every_import_style(source: str) -> None:
+    m = model_of(source)
+    assert list(m.kernels) == ["k"]
+    k = m.kernels["k"]
+    assert k.params == ["x_ptr", "y_ptr", "n", "BLOCK"] and k.constexprs == ["BLOCK"]
+    assert not k.autotuned and k.supplied == {}
+    assert [c for c in k.calls("tl.load", "tl.store")] and k.program_axes() == {"pid": 0}
+    (launch,) = m.launches
+    assert (launch.kernel, launch.qualname) == ("k", "ModelNew.forward")
+    assert set(launch.bound(k)) == {"x_ptr", "y_ptr", "n", "BLOCK"}
+
+
+def test_canonical_names_undo_every_alias() -> None:
+    m = model_of(
+        "import triton as tr\nimport triton.language as lang\nfrom triton.language import arange as ar\n"
+    )
+    m.activate()
+    import libcst as cst
+
+    for text, canonical in (
+        ("lang.load", "tl.load"),
+        ("tr.cdiv", "triton.cdiv"),
+        ("tr.language.dot", "tl.dot"),
+        ("ar", "tl.arange"),
+        ("x.stride", "x.stride"),
+    ):
+        assert dotted(cst.parse_expression(text)) == canonical
+
+
+DECORATED = src(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+    CONFIGS = [triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 256}, num_warps=8)]
+
+
+    @triton.autotune(configs=CONFIGS, key=["n"])
+    @triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+    @triton.jit
+    def tuned(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    @triton.heuristics(values={"BLOCK": lambda args: triton.next_power_of_2(args["n"])})
+    @triton.jit
+    def heur(x_ptr, n, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    @triton.jit
+    def plain(x_ptr, n, BLOCK: tl.constexpr = 1024):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    plain_tuned = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(plain)
+    """
+)
+
+
+def test_it_records_what_autotune_and_heuristics_supply() -> None:
+    m = model_of(DECORATED)
+    tuned, heur, plain = m.kernels["tuned"], m.kernels["heur"], m.kernels["plain"]
+    assert tuned.decorators == ("triton.autotune", "triton.heuristics", "triton.jit")
+    assert tuned.autotuned and tuned.supplied == {"BLOCK": "autotune", "EVEN": "heuristics"}
+    assert (
+        not heur.autotuned and heur.supplied == {"BLOCK": "heuristics"} and list(heur.heuristics) == ["BLOCK"]
+    )
+    assert plain.autotuned and plain.handles == ("plain_tuned",) and plain.supplied == {"BLOCK": "autotune"}
+    assert [d.decorator for d in heur.jit_decorators()] == [d.decorator for d in heur.node.decorators]
+    assert list(plain.defaults) == ["BLOCK"]
+
+
+HELPER = src(
+    """
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+    MAX_FUSED_SIZE = 65536
+
+
+    @triton.jit
+    def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=-float("inf"))
+        tl.store(out_ptr + row * out_stride + cols, x, mask=cols < n_cols)
+
+
+    def calculate_settings(n):
+        BLOCK_SIZE = triton.next_power_of_2(n)
+        if BLOCK_SIZE > MAX_FUSED_SIZE:
+            raise RuntimeError("too wide")
+        num_warps = 4
+        if BLOCK_SIZE >= 32768:
+            num_warps = 32
+        elif BLOCK_SIZE >= 2048:
+            num_warps = 8
+        return BLOCK_SIZE, num_warps
+
+
+    def softmax(x, scale=2):
+        n_rows, n_cols = x.shape
+        BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+        y = torch.empty_like(x)
+        grid = lambda meta: (n_rows,)
+        softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_cols * scale // 2, BLOCK_SIZE, num_warps=num_warps)
+        return y
+
+
+    class SoftmaxFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return softmax(x.view(-1, x.shape[-1]))
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            with torch.no_grad():
+                return SoftmaxFunction.apply(x)
+    """
+)
+
+
+def test_values_follow_forward_through_apply_a_helper_and_its_settings() -> None:
+    m = model_of(HELPER)
+    k = m.kernels["softmax_kernel"]
+    (launch,) = m.launches
+    assert launch.qualname == "softmax" and launch.by_position(k, "BLOCK_SIZE")
+    cases = [CaseShape(0, ((4, 8, 3000),), ("float32",)), CaseShape(1, ((64, 100),), ("float32",))]
+    first, second = m.launch_values(launch, k, cases)
+    assert first["n_cols"] == 3000 and first["BLOCK_SIZE"] == 4096
+    assert first["in_ptr"] == TensorValue((32, 3000), "float32")
+    assert (second["n_cols"], second["BLOCK_SIZE"]) == (100, 128)
+    assert [ev(launch.keywords["num_warps"].value) for ev in m.launch_envs(launch, cases)] == [8, 4]
+    grid = m.grid(launch)
+    assert grid.form == "lambda" and grid.meta == "meta" and len(grid.elements or []) == 1
+
+
+@pytest.mark.parametrize(
+    ("grid", "form", "axes"),
+    [
+        pytest.param("(triton.cdiv(n, 256),)", "tuple", 1, id="tuple"),
+        pytest.param('lambda META: (triton.cdiv(n, META["BLOCK"]), 1)', "lambda", 2, id="lambda"),
+        pytest.param("g", "tuple", 1, id="name-bound-once"),
+        pytest.param("grid_fn", "function", 1, id="function-of-meta"),
+        pytest.param("make(n)", "other", None, id="call-not-followed"),
+    ],
+)
+def test_it_reads_the_grid_in_every_form(grid: str, form: str, axes: int | None) -> None:
+    source = module(
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        'def grid_fn(meta):\n    return (triton.cdiv(1000, meta["BLOCK"]),)',
+        "@triton.jit",
+        "tl.constexpr",
+        launch=f"g = (n,)\n        k[{grid}](x, y, n, BLOCK=256)",
+    )
+    m = model_of(source)
+    g = m.grid(m.launches[0])
+    assert g.form == form
+    assert (None if g.elements is None else len(g.elements)) == axes
+
+
+NESTED = src(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0, mask=tl.arange(0, BLOCK) < n)
+
+
+    class ModelNew:
+        def _launch(self, t, width):
+            def go(block):
+                k[(1,)](t, width, block)
+
+            go(triton.next_power_of_2(width))
+
+        def forward(self, x):
+            self._launch(x, x.shape[1])
+            return x
+    """
+)
+
+
+def test_a_launch_in_a_nested_function_reached_through_self_gets_forwards_values() -> None:
+    m = model_of(NESTED)
+    (launch,) = m.launches
+    assert launch.qualname == "ModelNew._launch.go"
+    (values,) = m.launch_values(launch, m.kernels["k"], [CaseShape(0, ((3, 300),), ("float32",))])
+    assert values == {"x_ptr": TensorValue((3, 300), "float32"), "n": 300, "BLOCK": 512}
+
+
+def test_one_parse_per_text_and_per_tree() -> None:
+    a, b = model_of(HELPER), model_of(HELPER)
+    assert a is b and model_of_tree(a.tree) is a
+    assert model_of(HELPER + "\n") is not a
+
+
+def test_nested_kernels_count_as_kernels_but_not_as_top_level_ones() -> None:
+    source = src(
+        """
+        import triton
+        import triton.language as tl
+
+
+        def make():
+            @triton.jit
+            def inner(x_ptr):
+                tl.store(x_ptr, 1.0)
+
+            return inner
+        """
+    )
+    m = model_of(source)
+    assert m.kernels == {} and [k.name for k in m.all_kernels] == ["inner"]
+
+
+@pytest.mark.parametrize(
+    ("imports", "expected_head", "expected_call"),
+    [
+        pytest.param("import triton\nimport triton.language as tl\n", "", "triton.cdiv(n, tl.arange(0, 4))", id="plain"),
+        pytest.param("import triton as tr\nimport triton.language as tl\n", "", "tr.cdiv(n, tl.arange(0, 4))",
+                     id="triton-as-tr"),
+        pytest.param("import triton\nimport triton.language as lang\n", "", "triton.cdiv(n, lang.arange(0, 4))",
+                     id="language-as-lang"),
+        pytest.param("import triton as tr\n", "", "tr.cdiv(n, tr.language.arange(0, 4))", id="only-triton-as-tr"),
+        pytest.param("from triton import jit\nimport triton.language as tl\n", "import triton\n",
+                     "triton.cdiv(n, tl.arange(0, 4))", id="triton-not-imported"),
+    ],
+)  # fmt: skip
+def test_new_code_is_spelled_the_way_the_module_imports(
+    imports: str, expected_head: str, expected_call: str
+) -> None:
+    import libcst as cst
+
+    from diagnosis.engine.srcmodel import respell
+
+    original = model_of(imports + "\n\ndef f(n):\n    return n\n")
+    new = original.tree.with_changes(
+        body=[
+            *original.tree.body,
+            cst.parse_statement("def g(n):\n    return triton.cdiv(n, tl.arange(0, 4))\n"),
+        ]
+    )
+    text = respell(new, original.names).code
+    assert expected_call in text
+    assert text.startswith(imports + expected_head)
