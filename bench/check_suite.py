@@ -17,8 +17,11 @@ outputs must be equal.
 `--compat` makes the interpreter do what the compiler does where triton 3.6's interpreter
 differs (TRITON_NOTES.md): a float scalar argument arrives as an fp32 scalar (so `eps.to(...)`
 works), libdevice calls (`triton.language.extra[.cuda].libdevice`: rsqrt, tanh, pow, erf, ...)
-run as their numpy equivalents, and `@triton.autotune` runs its first config (it cannot
-benchmark without a device). Off by default; bench/wild's check uses it for the modules the
+run as their numpy equivalents, `@triton.autotune` runs its first config (it cannot
+benchmark without a device), a jit helper's constexpr parameter arrives as a tl.constexpr,
+`and`/`or` between tensors are element-wise (the interpreter took Python's `and`, which
+returns the second mask), and host code asking torch.cuda for the device's properties gets an
+H200's. Off by default; bench/wild's check uses it for the modules the
 plain interpreter cannot run.
 
 `--device cuda` runs the same comparison compiled on the GPU (TRITON_INTERPRET=0 in the child),
@@ -338,6 +341,98 @@ def _patch_compat() -> None:
 
     Autotuner.run = first_config_run
 
+    # A @triton.jit helper's constexpr parameter, and any dtype passed to a helper, is a
+    # tl.constexpr in compiled code (`dtype.value` works); the interpreter passes the bare value.
+    signatures: dict = {}
+    original_call = interpreter.InterpretedFunction.__call__
+
+    def constexpr_call(self, *args, **kwargs):
+        if self.fn not in signatures:
+            sig = inspect.signature(self.fn)
+            names = [p.name for p in sig.parameters.values() if _is_constexpr(p.annotation)]
+            signatures[self.fn] = (sig, names)
+        sig, names = signatures[self.fn]
+        if names or any(isinstance(a, tl.dtype) for a in (*args, *kwargs.values())):
+            bound = sig.bind_partial(*args, **kwargs)
+            for name, value in bound.arguments.items():
+                if (name in names or isinstance(value, tl.dtype)) and not isinstance(value, tl.constexpr):
+                    bound.arguments[name] = tl.constexpr(value)
+            args, kwargs = bound.args, bound.kwargs
+        return original_call(self, *args, **kwargs)
+
+    interpreter.InterpretedFunction.__call__ = constexpr_call
+
+    # `a and b` / `a or b` on tensors: the compiler lowers them to logical_and / logical_or; the
+    # interpreter runs Python's operator, so a block tensor is truthy and `m_row and m_col` is
+    # m_col (flag_gems writes masks like that: rows past the end were then stored to).
+    import ast
+
+    class BoolOpTransformer(interpreter.ASTTransformer):
+        def visit_Assign(self, node):  # the base class rewrites the value without visiting it
+            node.value = self.visit(node.value)
+            return super().visit_Assign(node)
+
+        def visit_BoolOp(self, node):
+            self.generic_visit(node)
+            helper = "_kernelopt_bool_and" if isinstance(node.op, ast.And) else "_kernelopt_bool_or"
+            thunks = [
+                ast.Lambda(args=ast.arguments([], [], None, [], [], None, []), body=v)
+                for v in node.values[1:]
+            ]
+            return ast.Call(
+                func=ast.Name(id=helper, ctx=ast.Load()), args=[node.values[0], *thunks], keywords=[]
+            )
+
+    def bool_op(method: str, short_circuit_on: bool):
+        def combine(first, *thunks):
+            value = first
+            for thunk in thunks:
+                if isinstance(value, tl.tensor):
+                    value = getattr(value, method)(thunk())
+                elif bool(value) is short_circuit_on:
+                    return value
+                else:
+                    value = thunk()
+            return value
+
+        return combine
+
+    interpreter._kernelopt_bool_and = bool_op("logical_and", False)
+    interpreter._kernelopt_bool_or = bool_op("logical_or", True)
+    interpreter.FunctionRewriter.ast_transformer = BoolOpTransformer()
+    interpreter.InterpretedFunction.rewritten_fn.clear()
+
+    # Host code that sizes grids by the GPU (torch.cuda.get_device_properties(...).multi_processor_count)
+    # sees an H200 when there is no CUDA device.
+    import types
+
+    import torch
+
+    if not torch.cuda.is_available():
+        h200 = types.SimpleNamespace(
+            name="NVIDIA H200",
+            major=9,
+            minor=0,
+            multi_processor_count=132,
+            total_memory=150_754_820_096,
+            L2_cache_size=52_428_800,
+            warp_size=32,
+            max_threads_per_multi_processor=2048,
+            regs_per_multiprocessor=65536,
+            shared_memory_per_block_optin=232_448,
+        )
+        torch.cuda.get_device_properties = lambda device=None: h200
+        torch.cuda.get_device_capability = lambda device=None: (9, 0)
+        torch.cuda.current_device = lambda: 0
+
+
+def _is_constexpr(annotation) -> bool:
+    import triton.language as tl
+
+    if annotation is tl.constexpr:
+        return True
+    return isinstance(annotation, str) and annotation.split(".")[-1] == "constexpr"
+
 
 def _patch_launch_counter() -> dict:
     """Count compiled kernel launches (the --device cuda counterpart of the interpreter's counter)."""
@@ -443,7 +538,10 @@ def _check_in_child(
         result["message"] = "TRITON_INTERPRET=1 is not set in the child's environment"
         return result
     try:
-        launches = _patch_interpreter(compat) if device == "cpu" else _patch_launch_counter()
+        if device != "cpu":
+            launches = _patch_launch_counter()
+        else:  # tests/engine/rules_cases/interp_check.py replaces _patch_interpreter with a no-argument one
+            launches = _patch_interpreter(compat) if compat else _patch_interpreter()
         import torch
 
         source = path.read_text()
