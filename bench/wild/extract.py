@@ -20,6 +20,7 @@ import ast
 import builtins
 import symtable
 import sys
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -423,10 +424,12 @@ class Extractor:
     def _add_shim(self, shim: Shim) -> str:
         key = ("shim", shim.module, shim.name)
         deps = [self._key_of(self.require(m, n)) for m, n in shim.deps]
-        self._bind(shim.name, key, shim.source, f"shim for {shim.module}.{shim.name}: {shim.reason}", deps)
+        where = "every module's " if shim.module == "*" else f"{shim.module}."
+        self._bind(shim.name, key, shim.source, f"shim for {where}{shim.name}: {shim.reason}", deps)
         for line in shim.imports:
             self._add_import_line(line)
-        self._used_shims[f"{shim.module}.{shim.name}"] = shim.reason
+        label = f"{shim.name} (in every module)" if shim.module == "*" else f"{shim.module}.{shim.name}"
+        self._used_shims[label] = shim.reason
         return shim.name
 
     def _add_import_line(self, line: str) -> None:
@@ -581,7 +584,8 @@ class Extractor:
         sources: dict[str, list[int]] = {}
         for key in ordered:
             item = self._items[key]
-            blocks.append((f"# {item.comment}\n" if item.comment else "") + item.text)
+            comment = "".join(f"# {line}\n" for line in textwrap.wrap(item.comment or "", 100))
+            blocks.append(comment + item.text)
             if key[0] == "stmt":
                 sources.setdefault(self.module(key[1]).file, []).append(key[2])
         names = frozenset(self._bound)

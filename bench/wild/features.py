@@ -85,6 +85,9 @@ def features(source: str) -> list[str]:
             found.add("warps at launch")
         if isinstance(launch.func, ast.Subscript) and isinstance(launch.func.slice, ast.Lambda):
             found.add("grid lambda")
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        if any(_is_launch(n) for n in ast.walk(cls)):
+            found.add("launch in a class method")
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     called |= {
         n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)

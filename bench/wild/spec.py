@@ -12,7 +12,7 @@ import ast
 import textwrap
 from dataclasses import dataclass, field
 
-from bench.wild.extract import Extracted, ExtractError
+from bench.wild.extract import Extracted, ExtractError, _import_order
 from bench.wild.wheels import Pin
 
 N_CASES = 5
@@ -147,7 +147,9 @@ def _merge_imports(library: tuple[str, ...], harness: tuple[str, ...]) -> list[s
                 out.append(line)
             elif not _same_binding(bound[name], line):
                 raise ExtractError(f"the harness's `{line}` clashes with the library's `{bound[name]}`")
-    return out
+    stdlib = [line for line in out if _import_order(line)[0] == 0]
+    others = sorted((line for line in out if _import_order(line)[0] != 0), key=_import_order)
+    return stdlib + ([""] if stdlib and others else []) + others
 
 
 def _bound(line: str) -> list[str]:
