@@ -19,8 +19,8 @@ differs (TRITON_NOTES.md): a float scalar argument arrives as an fp32 scalar (so
 works), libdevice calls (`triton.language.extra[.cuda].libdevice`: rsqrt, tanh, pow, erf, ...)
 run as their numpy equivalents, `@triton.autotune` runs its first config (it cannot
 benchmark without a device), a jit helper's constexpr parameter arrives as a tl.constexpr,
-`and`/`or` between tensors are element-wise (the interpreter took Python's `and`, which
-returns the second mask), and host code asking torch.cuda for the device's properties gets an
+`and`/`or`/`not` on tensors are element-wise (the interpreter took Python's, for which a block
+tensor is simply true), and host code asking torch.cuda for the device's properties gets an
 H200's. Off by default; bench/wild's check uses it for the modules the
 plain interpreter cannot run.
 
@@ -362,15 +362,24 @@ def _patch_compat() -> None:
 
     interpreter.InterpretedFunction.__call__ = constexpr_call
 
-    # `a and b` / `a or b` on tensors: the compiler lowers them to logical_and / logical_or; the
-    # interpreter runs Python's operator, so a block tensor is truthy and `m_row and m_col` is
-    # m_col (flag_gems writes masks like that: rows past the end were then stored to).
+    # `a and b` / `a or b` / `not a` on tensors: the compiler lowers them to logical_and /
+    # logical_or / __not__; the interpreter runs Python's operators, so a block tensor is truthy:
+    # `m_row and m_col` is m_col (flag_gems writes masks like that: rows past the end were then
+    # stored to) and `not (tgt == ignore)` is False.
     import ast
 
     class BoolOpTransformer(interpreter.ASTTransformer):
         def visit_Assign(self, node):  # the base class rewrites the value without visiting it
             node.value = self.visit(node.value)
             return super().visit_Assign(node)
+
+        def visit_UnaryOp(self, node):  # `not mask`: the compiler's __not__ is element-wise
+            self.generic_visit(node)
+            if not isinstance(node.op, ast.Not):
+                return node
+            return ast.Call(
+                func=ast.Name(id="_kernelopt_not", ctx=ast.Load()), args=[node.operand], keywords=[]
+            )
 
         def visit_BoolOp(self, node):
             self.generic_visit(node)
@@ -397,6 +406,7 @@ def _patch_compat() -> None:
 
         return combine
 
+    interpreter._kernelopt_not = lambda value: value.__not__() if isinstance(value, tl.tensor) else not value
     interpreter._kernelopt_bool_and = bool_op("logical_and", False)
     interpreter._kernelopt_bool_or = bool_op("logical_or", True)
     interpreter.FunctionRewriter.ast_transformer = BoolOpTransformer()

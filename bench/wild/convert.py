@@ -259,7 +259,9 @@ class _Rewriter(cst.CSTTransformer):
         self.report.launches += 1
         args = []
         for arg in updated.args:
-            if arg.keyword is not None and arg.keyword.value in LAUNCH_OPTIONS:
+            # liger's sparsemax kernel has a `num_warps: tl.constexpr` parameter: an argument, not an option
+            option = arg.keyword is not None and arg.keyword.value in LAUNCH_OPTIONS
+            if option and arg.keyword.value not in self.params[kernel]:
                 self.report.options_removed += 1
                 continue
             if arg.star == "**" and isinstance(arg.value, cst.Name):

@@ -122,6 +122,25 @@ CASES = [
     ),
     pytest.param(
         """
+        @triton.jit
+        def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            keep = not (x < 0.0)
+            tl.store(y_ptr + offs, tl.where(keep, x, 0.0), mask=offs < n)
+
+
+        def launch(x):
+            y = torch.empty_like(x)
+            k[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+            return y
+        """,
+        "torch.relu(x)",
+        "",
+        id="not-of-a-mask",
+    ),
+    pytest.param(
+        """
         @triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
         @triton.jit
         def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):

@@ -446,6 +446,20 @@ CONVERT_CASES = [
     pytest.param(
         '''
         @triton.jit
+        def k(x, BLOCK: tl.constexpr, num_warps: tl.constexpr):
+            pass
+
+
+        def launch(x, num_warps):
+            k[(1,)](x, BLOCK=128, num_warps=num_warps, num_stages=3)
+        ''',
+        {},
+        {"-    k[(1,)](x, BLOCK=128, num_warps=num_warps, num_stages=3)", "+    k[(1,)](x, BLOCK=128, num_warps=num_warps)"},
+        id="a-num_warps-parameter-is-an-argument",
+    ),
+    pytest.param(
+        '''
+        @triton.jit
         def k(x, BLOCK_N: tl.constexpr = 4096):
             pass
 
