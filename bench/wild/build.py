@@ -115,11 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         manifest_path = args.out / "manifest.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"modules": {}}
+        print("| module | launch function | style features |\n|---|---|---|")
         for name, info in manifest["modules"].items():
-            print(f"{name:<44} {', '.join(info['features'])}")
-        print("\nskipped:")
+            print(f"| {name[:-3]} | {', '.join(info['entry'])} | {', '.join(info['features'])} |")
+        print("\n| skipped | why |\n|---|---|")
         for (lib, op), reason in SKIPPED.items():
-            print(f"  {lib} {op}: {reason}")
+            print(f"| {lib} {op} | {reason} |")
     return 0
 
 

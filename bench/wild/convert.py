@@ -4,8 +4,8 @@ What changes (libcst, so every other byte of the file stays as it was):
 - `@triton.autotune` (and the libraries' wrappers of it) is removed; the kernel is launched with
   one of its configs' block values, the config nearest a small fixed block (128 elements for one
   block dimension, 32 x 32 for two, 32 x 32 x 32 for three). A config with a pre_hook (flag_gems'
-  TMA matmul sets descriptor block shapes in it) cannot be dropped: the autotuner is kept with that
-  one config.
+  TMA matmul sets descriptor block shapes in it) cannot be dropped: the autotuner is kept with the
+  first config that has those blocks.
 - `@triton.heuristics` entries that choose a block size become that fixed small block (128, or 32
   per dimension when a kernel has two or more), entries that choose num_warps/num_stages go;
   entries that derive flags (ONE_TILE_PER_CTA, IS_VARLEN, ...) stay, they follow from the blocks.
@@ -108,7 +108,7 @@ class KernelPlan:
     fixed: dict[str, int] = field(default_factory=dict)  # passed at every launch
     drop_heuristics: set[str] = field(default_factory=set)
     remove_autotune: bool = False
-    keep_config: int | None = None  # the autotuner stays, reduced to this config (pre_hook)
+    keep_config: dict[str, int] | None = None  # the autotuner stays, reduced to this config (pre_hook)
 
 
 def plan(tuning: dict[str, Tuning]) -> dict[str, KernelPlan]:
@@ -118,7 +118,7 @@ def plan(tuning: dict[str, Tuning]) -> dict[str, KernelPlan]:
         if t.configs is not None:
             index = choose_config(t.configs)
             if any(c.has_pre_hook for c in t.configs):
-                p.keep_config = index
+                p.keep_config = dict(t.configs[index].kwargs)
             else:
                 p.remove_autotune = True
                 p.fixed.update(t.configs[index].kwargs)
@@ -214,7 +214,8 @@ class _Rewriter(cst.CSTTransformer):
                     decorator = decorator.with_changes(
                         decorator=_one_config(decorator.decorator, p.keep_config)
                     )
-                    self.report.autotune_kept.append(f"{p.kernel}[{p.keep_config}]")
+                    blocks = ", ".join(f"{k}={v}" for k, v in p.keep_config.items())
+                    self.report.autotune_kept.append(f"{p.kernel} ({blocks})")
             elif _is_heuristics(decorator) and p.drop_heuristics:
                 decorator = self._heuristics(decorator, p)
                 if decorator is None:
@@ -348,8 +349,12 @@ def _runtime_heuristic_op(value: cst.BaseExpression) -> str | None:
     return None
 
 
-def _one_config(call: cst.BaseExpression, index: int) -> cst.BaseExpression:
-    """`@autotune(configs=X, ...)` -> `@autotune(configs=(X)[i : i + 1], ...)`."""
+def _one_config(call: cst.BaseExpression, blocks: dict[str, int]) -> cst.BaseExpression:
+    """`@autotune(configs=X, ...)` -> `@autotune(configs=[c for c in X if c.kwargs == {...}][:1], ...)`.
+
+    By value, not by index: a config list can depend on the device (flag_gems' TMA configs are
+    filtered by the GPU's shared memory), the first config with these blocks is the same one.
+    """
     assert isinstance(call, cst.Call)
     args = []
     for i, arg in enumerate(call.args):
@@ -357,9 +362,8 @@ def _one_config(call: cst.BaseExpression, index: int) -> cst.BaseExpression:
             i == 0 and arg.keyword is None
         )
         if is_configs:
-            value = cst.parse_expression(
-                f"({cst.Module([]).code_for_node(arg.value)})[{index} : {index + 1}]"
-            )
+            configs = cst.Module([]).code_for_node(arg.value)
+            value = cst.parse_expression(f"[c for c in ({configs}) if c.kwargs == {blocks!r}][:1]")
             arg = arg.with_changes(value=value)
         args.append(arg)
     return call.with_changes(args=args)
@@ -438,7 +442,7 @@ def format_report(reports: list[Report]) -> str:
         if r.error:
             lines.append(f"| {r.name} | ERROR: {r.error} | | | | |")
             continue
-        removed = ", ".join(r.autotune_removed + [f"{k} (kept, one config)" for k in r.autotune_kept]) or "-"
+        removed = ", ".join(r.autotune_removed + [f"{k}: kept, one config" for k in r.autotune_kept]) or "-"
         heur = ", ".join(r.heuristics_fixed) or "-"
         blocks = (
             "; ".join(f"{k}: " + ", ".join(f"{n}={v}" for n, v in b.items()) for k, b in r.blocks.items())
