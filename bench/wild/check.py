@@ -46,6 +46,7 @@ _LIMITS = (
     ("munmap", "a memory error: `a and b` between masks is Python's `and` (the second mask)"),
     ("free()", "a memory error: `a and b` between masks is Python's `and` (the second mask)"),
     ("corrupted", "a memory error: `a and b` between masks is Python's `and` (the second mask)"),
+    ("double free", "a memory error: `a and b` between masks is Python's `and` (the second mask)"),
     ("exited with -11", "a segfault: `a and b` between masks is Python's `and` (the second mask)"),
 )
 
