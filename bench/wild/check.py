@@ -160,6 +160,7 @@ def check_sets(directories: list[Path], only: str | None, jobs: int, timeout: fl
         outcomes = check_dir(directory, only, jobs, timeout)
         table = format_table(outcomes)
         print(f"\n## {directory.name}\n\n{table}", flush=True)
-        (directory / "CHECK.md").write_text(f"# {directory.name}\n\n{table}\n")
+        if not only:  # a partial check leaves the whole set's table alone
+            (directory / "CHECK.md").write_text(f"# {directory.name}\n\n{table}\n")
         bad += sum(o.status in ("WRONG", "INVALID") for o in outcomes)
     return 1 if bad else 0
