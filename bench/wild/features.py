@@ -39,11 +39,13 @@ def features(source: str) -> list[str]:
             names = [_decorator_name(d) for d in node.decorator_list]
             if any(n.endswith("jit") for n in names):
                 jit_names.add(node.name)
-                if any(n.endswith("autotune") for n in names):
+                if any(n.endswith(("autotune", "libtuner")) for n in names):
                     found.add("autotune")
                 if any(n.endswith("heuristics") for n in names):
                     found.add("heuristics")
-                if len(names) > 1 and not all(n.endswith(("jit", "autotune", "heuristics")) for n in names):
+                if len(names) > 1 and not all(
+                    n.endswith(("jit", "autotune", "heuristics", "libtuner")) for n in names
+                ):
                     found.add("library decorator")
                 jit = node.decorator_list[-1]
                 if isinstance(jit, ast.Call) and any(k.arg == "do_not_specialize" for k in jit.keywords):
