@@ -214,7 +214,28 @@ def _compare(ref, new, reduces: bool) -> float:
     return worst
 
 
-def _check_in_child(path: Path, seed: int) -> dict:
+def _check_shape_cases(module, seed: int) -> None:
+    """get_input_cases() gives N_CASES lists, the first shaped like get_inputs(); built on CPU
+    (they are what the GPU harness times) but never run here."""
+    import torch
+
+    torch.manual_seed(seed)
+    cases = module.get_input_cases()
+    if not isinstance(cases, list) or len(cases) != N_CASES:
+        raise AssertionError(f"get_input_cases() must return a list of {N_CASES} lists")
+    if not all(isinstance(c, list) for c in cases):
+        raise AssertionError("every entry of get_input_cases() must be a list")
+    main_sig = _signature(module.get_inputs())
+    if main_sig != _signature(cases[0]):
+        raise AssertionError(
+            f"get_inputs() {main_sig} does not match get_input_cases()[0] {_signature(cases[0])}"
+        )
+
+
+def _check_in_child(path: Path, seed: int, *, shape_cases: bool = True) -> dict:
+    """Check one module in this (TRITON_INTERPRET=1) process. shape_cases=False leaves out the
+    get_input_cases() check, for a caller that already made it on the same file and seed: it runs
+    before any kernel and reads nothing else, so it cannot come out differently."""
     result = {"name": path.stem, "ok": False, "max_err": None, "cases": 0, "message": ""}
     if os.environ.get("TRITON_INTERPRET") != "1":
         result["message"] = "TRITON_INTERPRET=1 is not set in the child's environment"
@@ -230,19 +251,8 @@ def _check_in_child(path: Path, seed: int) -> dict:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
 
-        # shape cases: built (they are what the GPU harness times) but never run here
-        torch.manual_seed(seed)
-        cases = module.get_input_cases()
-        if not isinstance(cases, list) or len(cases) != N_CASES:
-            raise AssertionError(f"get_input_cases() must return a list of {N_CASES} lists")
-        if not all(isinstance(c, list) for c in cases):
-            raise AssertionError("every entry of get_input_cases() must be a list")
-        main_sig = _signature(module.get_inputs())
-        if main_sig != _signature(cases[0]):
-            raise AssertionError(
-                f"get_inputs() {main_sig} does not match get_input_cases()[0] {_signature(cases[0])}"
-            )
-        del cases
+        if shape_cases:
+            _check_shape_cases(module, seed)
 
         torch.manual_seed(seed)
         verify = module.get_verify_inputs()
