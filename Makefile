@@ -11,6 +11,7 @@ STAMP := $(VENV)/.kernelopt-installed
 ADDRESS ?= 127.0.0.1:8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kernelopt
 QUEUES ?= cuda npu cpu
+TEST_WORKERS ?= 2
 
 .PHONY: install run worker test lint chromium testdb
 
@@ -69,8 +70,10 @@ testdb: $(STAMP)
 	@DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" $(PY) -c "$$CHECK_DB"
 
 # pytest's exit status 5 means it collected no test: that is a failure here, said loudly.
+# TEST_WORKERS pytest-xdist workers (each with its own test database, test_<name>_gwN);
+# TEST_WORKERS=0 runs in one process. PYTEST_ARGS go last, so they can override -n too.
 test: $(STAMP) chromium testdb
 	@export DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}"; \
-	$(VENV)/bin/pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
+	$(VENV)/bin/pytest -m "not gpu" -n $(TEST_WORKERS) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: FAILED: pytest collected no tests (exit status 5)" >&2; exit 1; fi; \
 	exit $$rc
