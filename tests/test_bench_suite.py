@@ -3,7 +3,7 @@
 Static checks parse each file (never import it); the interpreter checks run
 bench/check_pool.py's `check_modules` on the selected files: a few TRITON_INTERPRET=1
 children, started when the first interpreter check runs, each checking one module after another.
-Under pytest-xdist these checks are one group (`xdist_group`), so one worker runs them all.
+Under pytest-xdist (--dist loadfile) this file runs on one worker, so they are started once.
 """
 
 import ast
@@ -134,7 +134,6 @@ def interpreter_results(request):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("bench_suite_interpreter")
 @pytest.mark.parametrize("path", _params())
 def test_interpreter_check(path, interpreter_results):
     result = interpreter_results(path)

@@ -30,8 +30,6 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here):
             item.add_marker(pytest.mark.browser)
-            # Under pytest-xdist (--dist loadgroup) one worker runs them all: one Chromium start.
-            item.add_marker(pytest.mark.xdist_group("browser"))
             if not CHROMIUM.exists():
                 item.add_marker(
                     pytest.mark.skip(

@@ -22,10 +22,6 @@ import pytest
 from runner.protocol import JobRequest
 from runner.sandbox import Limits, SandboxResponse, run_job
 
-# The module-scoped `outcomes` runs the whole table: under pytest-xdist one worker runs these
-# tests (--dist loadgroup), or each worker given one of them would run all 18 jobs again.
-pytestmark = pytest.mark.xdist_group("hostile")
-
 MODULES = Path(__file__).resolve().parent.parent / "modules"
 SECRETS = {
     "DATABASE_URL": "postgres://kernelopt:hunter2-DBSECRET@db.internal/kernelopt",
