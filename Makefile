@@ -17,6 +17,7 @@ ASCEND_PYTHON ?= $(shell command -v python3.11)
 ASCEND_VENV := .venv-ascend
 ASCEND_PY := $(ASCEND_VENV)/bin/python
 ASCEND_STAMP := $(ASCEND_VENV)/.kernelopt-ascend-installed
+TEST_WORKERS ?= 2
 
 .PHONY: install ascend run worker test lint chromium bubblewrap testdb
 
@@ -95,10 +96,12 @@ testdb: $(STAMP)
 
 # pytest's exit status 5 means it collected no test: that is a failure here, said loudly.
 # The Ascend tests run the sandbox child under .venv-ascend (npu-target compile jobs).
+# TEST_WORKERS pytest-xdist workers (each with its own test database, test_<name>_gwN);
+# TEST_WORKERS=0 runs in one process. PYTEST_ARGS go last, so they can override -n too.
 test: export KERNELOPT_PYTHON_NPU := $(CURDIR)/$(ASCEND_PY)
 test: export KERNELOPT_ASCEND_PYTHON := $(CURDIR)/$(ASCEND_PY)
 test: $(STAMP) $(ASCEND_STAMP) chromium bubblewrap testdb
 	@export DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}"; \
-	$(VENV)/bin/pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
+	$(VENV)/bin/pytest -m "not gpu" -n $(TEST_WORKERS) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: FAILED: pytest collected no tests (exit status 5)" >&2; exit 1; fi; \
 	exit $$rc

@@ -534,6 +534,32 @@ def _compare(ref, new, reduces: bool) -> float:
     return worst
 
 
+def _check_shape_cases(module, seed: int, *, meta: bool = False) -> list:
+    """get_input_cases() gives N_CASES lists, the first shaped like get_inputs(); built (they are
+    what the GPU harness times) but never run here. `meta`: shapes and dtypes only, nothing
+    allocated. Returns the cases."""
+    import torch
+
+    torch.manual_seed(seed)
+    if meta:
+        with torch.device("meta"):
+            cases = module.get_input_cases()
+            main_inputs = module.get_inputs()
+    else:
+        cases = module.get_input_cases()
+        main_inputs = module.get_inputs()
+    if not isinstance(cases, list) or len(cases) != N_CASES:
+        raise AssertionError(f"get_input_cases() must return a list of {N_CASES} lists")
+    if not all(isinstance(c, list) for c in cases):
+        raise AssertionError("every entry of get_input_cases() must be a list")
+    main_sig = _signature(main_inputs)
+    if main_sig != _signature(cases[0]):
+        raise AssertionError(
+            f"get_inputs() {main_sig} does not match get_input_cases()[0] {_signature(cases[0])}"
+        )
+    return cases
+
+
 def _check_in_child(
     path: Path,
     seed: int,
@@ -542,7 +568,12 @@ def _check_in_child(
     device: str = "cpu",
     timed_cases: bool = False,
     meta_cases: bool = False,
+    shape_cases: bool = True,
 ) -> dict:
+    """Check one module in this process (TRITON_INTERPRET=1 on cpu). shape_cases=False leaves out
+    the get_input_cases() check, for a caller that already made it on the same file and seed: it
+    runs before any kernel and reads nothing else, so it cannot come out differently (timed_cases
+    builds them anyway, to run them)."""
     result = {"name": path.stem, "ok": False, "max_err": None, "cases": 0, "message": ""}
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         result["message"] = "TRITON_INTERPRET=1 is not set in the child's environment"
@@ -561,24 +592,9 @@ def _check_in_child(
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
 
-        # shape cases: built (they are what the GPU harness times) but never run here
-        torch.manual_seed(seed)
-        if meta_cases and not timed_cases:  # shapes and dtypes only, nothing allocated
-            with torch.device("meta"):
-                cases = module.get_input_cases()
-                main_inputs = module.get_inputs()
-        else:
-            cases = module.get_input_cases()
-            main_inputs = module.get_inputs()
-        if not isinstance(cases, list) or len(cases) != N_CASES:
-            raise AssertionError(f"get_input_cases() must return a list of {N_CASES} lists")
-        if not all(isinstance(c, list) for c in cases):
-            raise AssertionError("every entry of get_input_cases() must be a list")
-        main_sig = _signature(main_inputs)
-        if main_sig != _signature(cases[0]):
-            raise AssertionError(
-                f"get_inputs() {main_sig} does not match get_input_cases()[0] {_signature(cases[0])}"
-            )
+        cases = None
+        if shape_cases or timed_cases:
+            cases = _check_shape_cases(module, seed, meta=meta_cases and not timed_cases)
         if not timed_cases:
             del cases
 

@@ -1,9 +1,9 @@
 """The benchmark suite (bench/suite): 37 kernel modules in the upload format.
 
 Static checks parse each file (never import it); the interpreter checks run
-bench/check_suite.py's `check_module` on each file, which checks it in a fresh
-TRITON_INTERPRET=1 subprocess. Those subprocesses are started together, a few at a time, when the
-first interpreter check runs, so the whole file takes about a minute on two cores.
+bench/check_pool.py's `check_modules` on the selected files: a few TRITON_INTERPRET=1
+children, started when the first interpreter check runs, each checking one module after another.
+Under pytest-xdist (--dist loadfile) this file runs on one worker, so they are started once.
 """
 
 import ast
@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_DIR = ROOT / "bench" / "suite"
 CHECK_SUITE = ROOT / "bench" / "check_suite.py"
+CHECK_POOL = ROOT / "bench" / "check_pool.py"
 FILES = sorted(p for p in SUITE_DIR.glob("*.py") if re.match(r"\d\d_\w+\.py$", p.name))
 REQUIRED_CLASSES = ("Model", "ModelNew")
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs", "get_input_cases", "get_verify_inputs")
@@ -25,14 +26,15 @@ CATEGORY_RE = re.compile(r"^category:\s*(\w+)\s*$", re.MULTILINE)
 MAX_PARALLEL_CHECKS = 4
 
 
-def _load_check_suite():
-    spec = importlib.util.spec_from_file_location("bench_check_suite", CHECK_SUITE)
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-check_suite = _load_check_suite()
+check_suite = _load("bench_check_suite", CHECK_SUITE)
+check_pool = _load("bench_check_pool", CHECK_POOL)
 
 
 def _category(path: Path) -> str | None:
@@ -98,20 +100,34 @@ def test_module_structure(path):
 
 @pytest.fixture(scope="session")
 def interpreter_results(request):
-    """Start the interpreter checks of every selected module at once (a few in parallel)."""
+    """Check every selected module at once, in a few long-lived interpreter children
+    (check_pool.check_modules: torch and triton imported once per child, not per module)."""
     selected = [
         item.callspec.params["path"]
         for item in request.session.items
         if getattr(item, "originalname", None) == "test_interpreter_check" and hasattr(item, "callspec")
     ]
     workers = max(1, min(MAX_PARALLEL_CHECKS, os.cpu_count() or 1))
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
-    futures = {path: pool.submit(check_suite.check_module, path) for path in selected}
+    done: dict[str, concurrent.futures.Future] = {
+        str(p.resolve()): concurrent.futures.Future() for p in selected
+    }
+
+    def arrived(path: str, result: dict) -> None:
+        done.setdefault(path, concurrent.futures.Future()).set_result(result)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    batch = pool.submit(check_pool.check_modules, selected, workers, on_result=arrived)
 
     def result(path):
-        if path not in futures:
-            futures[path] = pool.submit(check_suite.check_module, path)
-        return futures[path].result()
+        key = str(path.resolve())
+        if key not in done:  # not among the selected items: checked alone
+            return check_suite.check_module(path)
+        future = done[key]
+        concurrent.futures.wait([future, batch], return_when=concurrent.futures.FIRST_COMPLETED)
+        if not future.done():
+            batch.result()  # the batch ended without this module's result: raise what stopped it
+            raise AssertionError(f"no result for {path}")
+        return future.result()
 
     yield result
     pool.shutdown(wait=True, cancel_futures=True)

@@ -4,10 +4,9 @@ interpreter check (every autotune config) in a subprocess."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 SUITE = ROOT / "bench" / "suite"
 CHECK_SCRIPT = HERE / "interp_check.py"
-
 
 
 def code_for(family: Family) -> str:
@@ -72,39 +70,31 @@ def rule_input(cases: tuple[CaseShape, ...] = (), kernels: frozenset[str] = froz
 
 def finding(family: Family, kernel: str = "", severity: Severity = Severity.HIGH, line: int = 0) -> Finding:
     return Finding(
-        code=code_for(family), severity=severity, args={"kernel": kernel}, kernel=kernel,
+        code=code_for(family),
+        severity=severity,
+        args={"kernel": kernel},
+        kernel=kernel,
         lines=(line,) if line else (),
     )
 
 
+@functools.cache
+def _check_pool():
+    spec = importlib.util.spec_from_file_location("bench_check_pool", ROOT / "bench" / "check_pool.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def interp_check(paths: list[Path], timeout: float = 900, jobs: int = 1) -> dict[str, dict]:
-    """Run the interpreter check on every module (each autotune config), in `jobs` subprocesses."""
+    """Run the interpreter check on every module (each distinct autotune config, see
+    interp_check.py) in up to `jobs` subprocesses, each taking the next file when it is done.
+    `timeout` is per file. Keyed by str(path)."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    chunks = [paths[i::jobs] for i in range(jobs) if paths[i::jobs]]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(CHECK_SCRIPT), *map(str, chunk)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for chunk in chunks
-    ]
-    output = ""
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        output += out + err
-    results = {}
-    for line in output.splitlines():
-        if line.startswith("INTERP_CHECK "):
-            r = json.loads(line[len("INTERP_CHECK "):])
-            results[r["file"]] = r
-    missing = [str(p) for p in paths if str(p) not in results]
-    if missing:
-        raise AssertionError(f"no result for {missing}:\n{output[-3000:]}")
-    return results
+    command = [sys.executable, str(CHECK_SCRIPT), "--serve"]
+    files = [str(p) for p in paths]
+    raw = _check_pool().run_pool(command, files, min(jobs, len(files)), timeout, env, "INTERP_CHECK ")
+    missing = {f: r for f, r in raw.items() if isinstance(r, str)}
+    if missing or len(raw) != len(files):
+        raise AssertionError(f"no result for {sorted(set(files) - set(raw)) + sorted(missing)}: {missing}")
+    return raw
