@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from diagnosis import access
+from diagnosis import access, evidence, evidence_views
 from diagnosis.engine.evidence import ArtefactRef
 from diagnosis.engine.records import CandidateOutcome
 from diagnosis.engine.serialize import artefact_ref_from_json, verification_from_json
@@ -208,7 +208,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return HttpResponseClientRefresh()
         return render(request, "diagnosis/run_detail.html#status", {"run": run, "rounds": rounds})
 
-    artefacts = list(run.artefacts.select_related("round").defer("data").order_by("kind", "name"))
+    # the evidence, profile and artefact sections (diagnosis.evidence_views): artefacts in
+    # pipeline order, once per source version
+    sections = evidence_views.run_page_context(run)
+    artefacts = [a for group in sections["artefact_groups"] for a in group.artefacts]
     by_kind: dict[str, list[Artefact]] = {}
     for a in artefacts:
         by_kind.setdefault(a.kind, []).append(a)
@@ -239,6 +242,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "hl_lines": sorted(hl_lines),
             "artefacts": artefacts,
             "proposals": proposals,
+            **sections,
         },
     )
 
@@ -258,7 +262,7 @@ TIER_NAMES = {
 @login_required
 def artefact_detail(request: HttpRequest, pk: int) -> HttpResponse:
     artefact = access.get_artefact_for_user(request.user, pk)
-    text = artefact.text
+    text = evidence.shown(artefact.text, artefact.run)  # rows stored before paths were scrubbed
     truncated = len(text) > ARTEFACT_TRUNCATE_BYTES
     if truncated:
         text = text[:ARTEFACT_TRUNCATE_BYTES]
@@ -291,7 +295,7 @@ def artefact_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def artefact_raw(request: HttpRequest, pk: int) -> HttpResponse:
     artefact = access.get_artefact_for_user(request.user, pk)
-    response = HttpResponse(artefact.text, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(evidence.shown(artefact.text, artefact.run), content_type="text/plain; charset=utf-8")
     filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in artefact.name) or f"artefact-{pk}"
     response["Content-Disposition"] = f'attachment; filename="{filename}.{artefact.kind}.txt"'
     return response
