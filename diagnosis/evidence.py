@@ -23,7 +23,7 @@ from diagnosis.engine.profile import ProfileResult
 from diagnosis.engine.records import sha256
 from diagnosis.engine.roofline import Roofline, RooflineCase, roofline
 from diagnosis.engine.serialize import summary_from_json, verification_from_json
-from diagnosis.engine.sol import peak_tflops
+from diagnosis.engine.sol import math_class, peak_tflops
 from diagnosis.models import Artefact, DiagnosisRun, Finding, KernelVersion, Proposal
 
 # Pipeline order of the kinds on every page (amdgcn and linalg stand where their targets put them)
@@ -498,10 +498,14 @@ def _from_profile(
         if cand is not None:
             chart_cases.append(RooflineCase(c.index, "candidate", c.flops, c.bytes, cand.time_ms, c.dtype))
     _add_candidate(rows, cand_cases)
+    # the peaks the cases run at (fp32 math at the TF32 rate where there is one), not the whole table
+    classes = {math_class(c.dtype) for c in prof.cases}
+    if "fp32" in classes and dev is not None and "tf32" in dev.peak_tflops:
+        classes.add("tf32")
     return Profile(
         dev.name if dev else "no device",
         dev.peak_bw_gbs if dev else None,
-        dict(dev.peak_tflops) if dev else {},
+        {k: v for k, v in dev.peak_tflops.items() if k in classes} if dev else {},
         rows,
         roofline(dev, chart_cases),
         list(prof.notes),

@@ -78,6 +78,7 @@ class Roof:
     points: str  # SVG polyline points: "x1,y1 x2,y2 ..."
     label_x: float
     label_y: float
+    anchor: str = "end"  # the label's text-anchor: compute roofs end at the right edge
 
 
 @dataclass(frozen=True)
@@ -216,14 +217,22 @@ def roofline(device: DeviceSpec | None, cases: Sequence[RooflineCase]) -> Roofli
     slope_pts = line(device.peak_bw_gbs, max(peaks.values()))
     sx, sy = slope_pts[0]
     roofs.insert(
-        0, Roof("bandwidth", f"{device.peak_bw_gbs:g} GB/s", poly(slope_pts[:2]), px(sx) + 6, py(sy) - 8)
+        0,
+        Roof(
+            "bandwidth", f"{device.peak_bw_gbs:g} GB/s", poly(slope_pts[:2]), px(sx) + 6, py(sy) - 8, "start"
+        ),
     )
     if measured_bw:
         top_measured = max(measured.values()) if measured else max(peaks.values())
         pts = line(measured_bw, top_measured)
         roofs.append(
             Roof(
-                "measured", f"measured {measured_bw:g} GB/s", poly(pts), px(pts[0][0]) + 6, py(pts[0][1]) + 14
+                "measured",
+                f"measured {measured_bw:g} GB/s",
+                poly(pts),
+                px(pts[0][0]) + 6,
+                py(pts[0][1]) + 14,
+                "start",
             )
         )
     for cls, rate in measured.items():
