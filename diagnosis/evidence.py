@@ -188,26 +188,41 @@ def run_artefacts(run: DiagnosisRun, versions: Sequence[SourceVersion]) -> list[
 @dataclass
 class KernelStages:
     name: str
-    artefacts: dict[str, Artefact]  # stage kind -> artefact (with its text)
-    texts: dict[str, str]  # stage kind -> shown text
-    maps: dict[str, irmap.StageMap] = field(default_factory=dict)
+    artefacts: dict[str, Artefact]  # stage kind -> artefact (its text loaded on first use)
+    maps: dict[str, irmap.StageMap] = field(default_factory=dict)  # lines empty until `text` is read
     chips: dict[int, list[irmap.Chip]] = field(default_factory=dict)
     num_warps: str = ""
     shared: str = ""
     pass_count: int = 0
+    module: str = "kernel.py"  # what shown text calls the module (paths.display_name)
+    _texts: dict[str, str] | None = None
+
+    def texts(self) -> dict[str, str]:
+        """The stages' stored text, fetched in one query the first time (a page that opens no
+        line and finds its maps cached decompresses nothing)."""
+        if self._texts is None:
+            rows = Artefact.objects.filter(pk__in=[a.pk for a in self.artefacts.values()]).only("id", "data")
+            by_id = {a.pk: a.text for a in rows}
+            self._texts = {stage: by_id.get(a.pk, "") for stage, a in self.artefacts.items()}
+        return self._texts
 
     def lines(self) -> set[int]:
         return {n for m in self.maps.values() for n in m.by_source}
 
 
+# `module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 16 : i32, ttg.shared = 66560 : i32, ...}`
 _NUM_WARPS = re.compile(r'"ttg\.num-warps" = (\d+)')
 _SHARED = re.compile(r"ttg\.shared = (\d+)")
 
 
 def version_kernels(run: DiagnosisRun, version: SourceVersion) -> list[KernelStages]:
-    """Each kernel's stages for `version`, mapped to source lines (maps cached by digest)."""
+    """Each kernel's stages for `version`, mapped to source lines. The maps, the chips and the
+    TTGIR's warps and shared memory are cached by the stages' digests: the stored text is read
+    only to build them, and for the lines a panel shows."""
     rows = list(
-        run.artefacts.filter(source_sha256__in=_shas(run, version), kind__in=list(STAGE_KINDS)).order_by("id")
+        run.artefacts.filter(source_sha256__in=_shas(run, version), kind__in=list(STAGE_KINDS))
+        .defer("data")
+        .order_by("id")
     )
     passes = (
         run.artefacts.filter(source_sha256__in=_shas(run, version), kind=Artefact.Kind.PASS_DUMP)
@@ -216,40 +231,31 @@ def version_kernels(run: DiagnosisRun, version: SourceVersion) -> list[KernelSta
     )
     kernels: dict[str, KernelStages] = {}
     for a in ordered(rows):
-        name = kernel_of(a)
-        k = kernels.setdefault(name, KernelStages(name, {}, {}))
-        if a.kind in k.artefacts:  # another specialization of the same kernel: the first speaks
-            continue
-        k.artefacts[a.kind] = a
-        k.texts[a.kind] = shown(a.text, run)
+        k = kernels.setdefault(kernel_of(a), KernelStages(kernel_of(a), {}, module=module_name(run)))
+        if a.kind not in k.artefacts:  # another specialization of the same kernel: the first speaks
+            k.artefacts[a.kind] = a
     for pass_name in passes:
         kernel = pass_name.rsplit("/", 1)[0]
         if kernel in kernels:
             kernels[kernel].pass_count += 1
-    name = module_name(run)
     for k in kernels.values():
-        key = "evidence-map:" + sha256(
-            name + "|" + "|".join(f"{s}:{a.sha256}" for s, a in sorted(k.artefacts.items()))
-        )
+        key = "evidence-map:v1:" + sha256("|".join(f"{s}:{a.sha256}" for s, a in sorted(k.artefacts.items())))
         cached = cache.get(key)
         if cached is None:
-            filename = irmap.kernel_filename(k.texts)
-            maps = irmap.map_stages(k.texts, filename)
+            texts = k.texts()
+            filename = irmap.kernel_filename(texts)  # names match by base name: scrubbed or not
+            maps = irmap.map_stages(texts, filename)
+            ttgir = texts.get("ttgir", "")
+            warps, shared = _NUM_WARPS.search(ttgir), _SHARED.search(ttgir)
             cached = (
                 {s: (m.by_source, m.via) for s, m in maps.items()},
-                irmap.chips_for(k.texts, filename),
+                irmap.chips_for(texts, filename),
+                warps.group(1) if warps else "",
+                shared.group(1) if shared else "",
             )
             cache.set(key, cached, MAP_CACHE_SECONDS)
-        stage_maps, k.chips = cached
-        k.maps = {
-            s: irmap.StageMap(s, tuple(k.texts[s].splitlines()), by, via)
-            for s, (by, via) in stage_maps.items()
-        }
-        ttgir = k.texts.get("ttgir", "")
-        if m := _NUM_WARPS.search(ttgir):
-            k.num_warps = m.group(1)
-        if m := _SHARED.search(ttgir):
-            k.shared = m.group(1)
+        stage_maps, k.chips, k.num_warps, k.shared = cached
+        k.maps = {s: irmap.StageMap(s, (), by, via) for s, (by, via) in stage_maps.items()}
     return [k for k in kernels.values() if k.artefacts]
 
 
@@ -294,12 +300,14 @@ def panel_stages(
         numbers = list(m.by_source.get(line, ()))
         if not numbers:
             continue
+        lines = kernel.texts()[stage].splitlines()
         rows: list[PanelLine] = []
         prev = None
         for n in numbers[:MAX_PANEL_LINES]:
             if prev is not None and n != prev + 1:
                 rows.append(PanelLine(None))
-            text = _panel_text(stage, m.lines[n - 1] if n <= len(m.lines) else "")
+            # only the lines shown are scrubbed (rows stored before paths were): not megabytes
+            text = scrub_paths(_panel_text(stage, lines[n - 1] if n <= len(lines) else ""), kernel.module)
             rows.append(PanelLine(n, text, m.via.get(n, ""), n in cited.get(stage, set())))
             prev = n
         out.append(

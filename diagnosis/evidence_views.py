@@ -8,7 +8,7 @@ without JavaScript (`?line=N#LN`, `?pass=I`). Visible to the run's team only (di
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -183,11 +183,15 @@ def run_passes(request: HttpRequest, pk: int) -> HttpResponse:
         previous = changed[k - 1] if k > 0 else None
         following = changed[k + 1] if k + 1 < len(changed) else None
         texts = {
-            a.pk: evidence.shown(a.text, run)
+            a.pk: a.text
             for a in Artefact.objects.filter(pk__in=[s.artefact_id for s in (before, current) if s])
         }
         old = texts.get(before.artefact_id, "") if before else ""
-        diff = irmap.ir_diff(old, texts[current.artefact_id])
+        # the rows shown are scrubbed (rows stored before paths were), not the whole dumps
+        diff = [
+            replace(r, text=evidence.shown(r.text, run))
+            for r in irmap.ir_diff(old, texts[current.artefact_id])
+        ]
         delta = irmap.op_delta(old, texts[current.artefact_id])
     context = {
         "run": run,

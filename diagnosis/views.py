@@ -262,7 +262,7 @@ TIER_NAMES = {
 @login_required
 def artefact_detail(request: HttpRequest, pk: int) -> HttpResponse:
     artefact = access.get_artefact_for_user(request.user, pk)
-    text = evidence.shown(artefact.text, artefact.run)  # rows stored before paths were scrubbed
+    text = artefact.text
     truncated = len(text) > ARTEFACT_TRUNCATE_BYTES
     if truncated:
         text = text[:ARTEFACT_TRUNCATE_BYTES]
@@ -273,7 +273,11 @@ def artefact_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError:
         page = 1
     start = (page - 1) * ARTEFACT_PAGE_LINES
-    shown = [(start + i + 1, line) for i, line in enumerate(lines[start : start + ARTEFACT_PAGE_LINES])]
+    # the page's lines lose server paths (rows stored before runner.persist scrubbed them)
+    shown = [
+        (start + i + 1, evidence.shown(line, artefact.run))
+        for i, line in enumerate(lines[start : start + ARTEFACT_PAGE_LINES])
+    ]
     return render(
         request,
         "diagnosis/artefact.html",

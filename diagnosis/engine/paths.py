@@ -84,6 +84,14 @@ def scrub_paths(text: str, module_name: str = DEFAULT_MODULE_NAME) -> str:
     if not text or ("/" not in text and "v_" not in text):
         return text
     temp, every = _roots()
+    # Text stored since paths are scrubbed holds none: substring tests (C speed) spare a
+    # regex pass over a megabyte of PTX on every page view.
+    if (
+        not any(root in text for root in every)
+        and not any(marker in text for marker in _PACKAGES)
+        and not _LOOP_MODULE.search(text)
+    ):
+        return text
 
     def path(m: re.Match[str]) -> str:
         p = m.group(0)

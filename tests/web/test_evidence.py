@@ -369,9 +369,9 @@ def test_anonymous_users_are_sent_to_log_in(client, evidence_pages) -> None:
 @pytest.mark.parametrize(
     ("name", "params", "limit"),
     [
-        # measured: 9, 9, 8, 8 and 13 (two of them the session and its user)
+        # measured: 9, 10 (the panel reads the stages' text), 8, 8 and 13; two are the session and its user
         pytest.param("run-evidence", {}, 9, id="evidence"),
-        pytest.param("run-evidence", {"line": LOAD_LINE}, 9, id="evidence-with-a-line"),
+        pytest.param("run-evidence", {"line": LOAD_LINE}, 10, id="evidence-with-a-line"),
         pytest.param("run-passes", {}, 8, id="passes"),
         pytest.param("run-profile", {}, 8, id="profile"),
         pytest.param("run-detail", {}, 14, id="run-page"),
