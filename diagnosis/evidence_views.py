@@ -258,9 +258,12 @@ def run_page_context(run: DiagnosisRun) -> dict[str, object]:
         for v in versions
     ]
     profile = evidence.version_profile(run, default) if default else None
+    groups = evidence.run_artefacts(run, versions)
     return {
-        "evidence_links": links,
-        "artefact_groups": evidence.run_artefacts(run, versions),
+        # a run that has diagnosed nothing yet (queued, or failed before its first round) has
+        # nothing to show there
+        "evidence_links": links if groups or any(v.rounds for v in versions) else [],
+        "artefact_groups": groups,
         "run_profile": profile,
         "module_name": evidence.module_name(run),
     }

@@ -387,3 +387,9 @@ def test_query_counts_are_bounded(
     client.get(reverse(name, args=[vadd.pk]), params)  # the session, warm
     with django_assert_max_num_queries(limit):
         assert client.get(reverse(name, args=[vadd.pk]), params).status_code == 200
+
+
+def test_a_queued_run_shows_no_evidence_section(client, owner, run) -> None:
+    client.force_login(owner)
+    html = page(client, "run-detail", run)
+    assert 'id="evidence-title"' not in html and reverse("run-evidence", args=[run.pk]) not in html
