@@ -154,6 +154,9 @@ class Round(models.Model):
     run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="rounds")
     index = models.PositiveIntegerField()
     parent_version = models.ForeignKey(KernelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # sha256 of the source the round diagnosed: a round may start from a verified candidate
+    # that is no KernelVersion yet, and the evidence viewer groups rounds by the source they read
+    parent_sha256 = models.CharField(max_length=64, blank=True, default="")
     tier_reached = models.PositiveSmallIntegerField(default=0)
     hypothesis = models.TextField(blank=True)
     verdict = models.CharField(max_length=16, choices=Verdict.choices, default=Verdict.PENDING)
@@ -225,22 +228,38 @@ class Artefact(models.Model):
     size = models.PositiveIntegerField()  # uncompressed bytes
     compressed_size = models.PositiveIntegerField()
     sha256 = models.CharField(max_length=64)  # of the uncompressed bytes
+    # sha256 of the kernel source this artefact was produced from: an artefact is stored once
+    # per source version of a run (runner.persist), whichever rounds diagnosed that source
+    source_sha256 = models.CharField(max_length=64, blank=True, default="")
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["run", "kind", "name"]
-        indexes = [models.Index(fields=["run", "kind"])]
+        indexes = [
+            models.Index(fields=["run", "kind"]),
+            models.Index(fields=["run", "source_sha256", "kind"], name="artefact_run_source_kind"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
 
     @classmethod
-    def build(cls, *, run: DiagnosisRun, kind: str, name: str, text: str, round: Round | None = None) -> Artefact:
+    def build(
+        cls,
+        *,
+        run: DiagnosisRun,
+        kind: str,
+        name: str,
+        text: str,
+        round: Round | None = None,
+        source_sha256: str = "",
+    ) -> Artefact:
         raw = text.encode()
         packed = zlib.compress(raw, 6)
         return cls(
             run=run,
             round=round,
+            source_sha256=source_sha256,
             kind=kind,
             name=name[:300],
             data=packed,

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from diagnosis import api, history_views, review_views, views
+from diagnosis import api, evidence_views, history_views, review_views, views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
@@ -17,6 +17,9 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/report.json", api.run_report, name="run-report"),
     path("findings/", history_views.finding_list, name="finding-list"),
+    path("runs/<int:pk>/evidence/", evidence_views.run_evidence, name="run-evidence"),
+    path("runs/<int:pk>/passes/", evidence_views.run_passes, name="run-passes"),
+    path("runs/<int:pk>/profile/", evidence_views.run_profile, name="run-profile"),
     path("artefacts/<int:pk>/", views.artefact_detail, name="artefact-detail"),
     path("artefacts/<int:pk>/raw/", views.artefact_raw, name="artefact-raw"),
     path("proposals/", history_views.proposal_list, name="proposal-list"),

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
-from diagnosis import access, api
+from diagnosis import access, api, evidence, evidence_views
 from diagnosis.engine.evidence import ArtefactRef
 from diagnosis.engine.serialize import artefact_ref_from_json
 from diagnosis.forms import RunForm, UploadForm
@@ -158,7 +158,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return HttpResponseClientRefresh()
         return render(request, "diagnosis/run_detail.html#status", {"run": run, "rounds": rounds})
 
-    artefacts = list(run.artefacts.select_related("round").defer("data").order_by("kind", "name"))
+    # the evidence, profile and artefact sections (diagnosis.evidence_views): artefacts in
+    # pipeline order, once per source version
+    sections = evidence_views.run_page_context(run)
+    artefacts = [a for group in sections["artefact_groups"] for a in group.artefacts]
     by_kind: dict[str, list[Artefact]] = {}
     for a in artefacts:
         by_kind.setdefault(a.kind, []).append(a)
@@ -189,6 +192,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "hl_lines": sorted(hl_lines),
             "artefacts": artefacts,
             "proposals": proposals,
+            **sections,
         },
     )
 
@@ -219,7 +223,11 @@ def artefact_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError:
         page = 1
     start = (page - 1) * ARTEFACT_PAGE_LINES
-    shown = [(start + i + 1, line) for i, line in enumerate(lines[start : start + ARTEFACT_PAGE_LINES])]
+    # the page's lines lose server paths (rows stored before runner.persist scrubbed them)
+    shown = [
+        (start + i + 1, evidence.shown(line, artefact.run))
+        for i, line in enumerate(lines[start : start + ARTEFACT_PAGE_LINES])
+    ]
     return render(
         request,
         "diagnosis/artefact.html",
@@ -241,7 +249,7 @@ def artefact_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def artefact_raw(request: HttpRequest, pk: int) -> HttpResponse:
     artefact = access.get_artefact_for_user(request.user, pk)
-    response = HttpResponse(artefact.text, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(evidence.shown(artefact.text, artefact.run), content_type="text/plain; charset=utf-8")
     filename = "".join(c if c.isalnum() or c in "._-" else "_" for c in artefact.name) or f"artefact-{pk}"
     response["Content-Disposition"] = f'attachment; filename="{filename}.{artefact.kind}.txt"'
     return response

@@ -4,6 +4,12 @@
 commits its rows at once (autocommit, one small transaction per step), so a worker that dies
 mid-run loses only the step it was in. The JSON a row holds (a finding's columns, a round's
 escalation, a proposal's verification, the run's summary) is `diagnosis.engine.serialize`'s.
+
+Artefacts are stored once per source version of a run: a round that diagnoses a source an
+earlier round already diagnosed (every round of a run on a device that cannot time) stores
+no second copy of an identical IR, dump or profile. Text that reaches a row (artefacts,
+finding messages, arguments and excerpts) has its server paths replaced first
+(diagnosis.engine.paths), so no page or download shows where the worker keeps its files.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from django.db.models.functions import Coalesce
 
 from diagnosis import models
 from diagnosis.engine import evidence as ev
+from diagnosis.engine.paths import display_name, scrub_paths
 from diagnosis.engine.proposers.base import Candidate
 from diagnosis.engine.records import CandidateOutcome, DecisionRecord, RoundRecord, sha256
 from diagnosis.engine.serialize import decision_json, finding_json, finite, rationale_json, verification_json
@@ -27,16 +34,46 @@ ARTEFACT_KINDS = frozenset(models.Artefact.Kind.values)
 # --- converters ---------------------------------------------------------------------------
 
 
+def module_name(run: models.DiagnosisRun) -> str:
+    """What stored text calls the module being diagnosed: the upload's file name."""
+    return display_name(run.version.filename)
+
+
+def _scrubbed(value: object, name: str) -> object:
+    if isinstance(value, str):
+        return scrub_paths(value, name)
+    if isinstance(value, list):
+        return [_scrubbed(v, name) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, name) for k, v in value.items()}
+    return value
+
+
 def finding_row(run: models.DiagnosisRun, round_row: models.Round | None, f: ev.Finding) -> models.Finding:
-    """A finding's row: its columns are the finding's stored JSON (diagnosis.engine.serialize)."""
-    return models.Finding(run=run, round=round_row, **finding_json(f, db=True))
+    """A finding's row: its columns are the finding's stored JSON (diagnosis.engine.serialize),
+    with server paths out of its message, arguments and evidence excerpts."""
+    columns = finding_json(f, db=True)
+    name = module_name(run)
+    for key in ("message", "args", "evidence"):
+        columns[key] = _scrubbed(columns[key], name)
+    return models.Finding(run=run, round=round_row, **columns)
 
 
-def artefact_row(run: models.DiagnosisRun, round_row: models.Round | None, a: ev.Artefact) -> models.Artefact:
+def artefact_row(
+    run: models.DiagnosisRun, round_row: models.Round | None, a: ev.Artefact, *, source_sha256: str = ""
+) -> models.Artefact:
     kind, name = a.kind, a.name
     if kind not in ARTEFACT_KINDS:  # an engine kind the schema does not list: keep it, as a log
         kind, name = models.Artefact.Kind.LOG, f"{a.kind}:{a.name}"
-    return models.Artefact.build(run=run, round=round_row, kind=kind, name=name, text=a.text)
+    module = module_name(run)
+    return models.Artefact.build(
+        run=run,
+        round=round_row,
+        kind=kind,
+        name=scrub_paths(name, module),
+        text=scrub_paths(a.text, module),
+        source_sha256=source_sha256,
+    )
 
 
 # --- the observer -------------------------------------------------------------------------
@@ -64,6 +101,10 @@ class RunRecorder:
         self.parent_sources: dict[int, str] = {}
         self.findings: dict[int, dict[ev.Finding, models.Finding]] = {}
         self.proposals: dict[tuple[int, str], models.Proposal] = {}  # (index, source sha) -> row
+        # (source sha, kind, name, digest) of every artefact the run holds: stored once each
+        self._stored: set[tuple[str, str, str, str]] = set(
+            models.Artefact.objects.filter(run=run).values_list("source_sha256", "kind", "name", "sha256")
+        )
         self._versions = {
             sha: pk
             for pk, sha in models.KernelVersion.objects.filter(kernel_id=run.version.kernel_id).values_list(
@@ -78,10 +119,12 @@ class RunRecorder:
 
     def round_started(self, index: int, parent_source: str) -> None:
         stored = self.stored_index(index)
+        digest = sha256(parent_source)
         row = models.Round.objects.create(
             run=self.run,
             index=stored,
-            parent_version_id=self._versions.get(sha256(parent_source)),
+            parent_version_id=self._versions.get(digest),
+            parent_sha256=digest if parent_source else "",
         )
         self.rounds[index] = row
         self.parent_sources[index] = parent_source
@@ -92,9 +135,7 @@ class RunRecorder:
         row = self._round(index)
         with transaction.atomic():
             self._save_findings(index, tier_result.findings)
-            models.Artefact.objects.bulk_create(
-                [artefact_row(self.run, row, a) for a in tier_result.artefacts]
-            )
+            self._save_artefacts(row, sha256(self.parent_sources.get(index, "")), tier_result.artefacts)
             row.tier_reached = max(row.tier_reached, int(tier_result.tier))
             row.escalation = [*row.escalation, decision_json(decision)]
             row.save(update_fields=["tier_reached", "escalation"])
@@ -204,11 +245,25 @@ class RunRecorder:
         rows = models.Finding.objects.bulk_create([finding_row(self.run, self.rounds[index], f) for f in new])
         saved.update(zip(new, rows, strict=True))
 
-    def run_artefact(self, kind: str, name: str, text: str) -> models.Artefact:
-        """An artefact of the run as a whole (the baseline's profile, a log), outside any round."""
-        row = artefact_row(self.run, None, ev.Artefact(kind, name, text))
-        row.save()
-        return row
+    def _save_artefacts(
+        self, round_row: models.Round | None, source_sha: str, artefacts: list[ev.Artefact]
+    ) -> list[models.Artefact]:
+        """Rows for the artefacts this source version does not hold yet (kind, name and digest
+        decide), under the first round that produced them."""
+        new = []
+        for a in artefacts:
+            row = artefact_row(self.run, round_row, a, source_sha256=source_sha)
+            key = (source_sha, row.kind, row.name, row.sha256)
+            if key not in self._stored:
+                self._stored.add(key)
+                new.append(row)
+        return models.Artefact.objects.bulk_create(new)
+
+    def run_artefact(self, kind: str, name: str, text: str) -> models.Artefact | None:
+        """An artefact of the run as a whole (the baseline's profile, a log), outside any round;
+        None when the run already holds the same one."""
+        saved = self._save_artefacts(None, self.run.version.sha256, [ev.Artefact(kind, name, text)])
+        return saved[0] if saved else None
 
     def best_proposal_id(self, best_source: str) -> int | None:
         """The proposal whose source is the loop's best (None when the upload stayed best)."""

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from diagnosis.engine import serialize
 from diagnosis.engine.loop import run_loop
+from diagnosis.engine.paths import scrub_paths
 from diagnosis.engine.records import LoopConfig, LoopResult, StopReason
 from diagnosis.models import DiagnosisRun, Round
 from runner import persist
@@ -295,4 +296,7 @@ def record_failure(claim: Claim, exc: BaseException, *, retry: bool = True) -> s
 
 
 def _clip(text: str) -> str:
+    # an error names the files the worker read (the loop's temporary module, the venv):
+    # the run page shows it, so the server paths go first (diagnosis.engine.paths)
+    text = scrub_paths(text)
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 20] + " ... (truncated)"

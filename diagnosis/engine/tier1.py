@@ -13,15 +13,26 @@ Thresholds are stated where they are defined; gains use the same halved bound as
 from __future__ import annotations
 
 import ast
+import json
 import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from diagnosis.engine.escalation import modest_gain, top_severity_families
-from diagnosis.engine.evidence import ArtefactRef, Family, Finding, Severity, Tier, TierResult, register_code
+from diagnosis.engine.evidence import (
+    Artefact,
+    ArtefactRef,
+    Family,
+    Finding,
+    Severity,
+    Tier,
+    TierResult,
+    register_code,
+)
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
 
+PROFILE_ARTEFACT = "profile"  # the name of the profile's artefact (the ProfileResult as JSON)
 LOW_BANDWIDTH = 0.60  # achieved / peak below this on a memory-bound case is a finding
 VERY_LOW_BANDWIDTH = 0.30
 REACHABLE_FRACTION = 0.80  # what a good kernel reaches of a peak: the bound the gains aim at
@@ -274,6 +285,9 @@ def run_tier1(profile: ProfileResult, *, source: str | None = None) -> TierResul
     """Interpret a profile. ``source`` (optional) gives kernel lines and whether a kernel uses tl.dot."""
     started = time.perf_counter()
     result = TierResult(tier=Tier.PROFILE)
+    # The profile itself is evidence (per case time, bytes, FLOPs, the device's peaks): the
+    # profile page and its roofline read it back with ProfileResult.from_json.
+    result.artefacts.append(Artefact("profile", PROFILE_ARTEFACT, json.dumps(profile.to_json(), indent=1)))
     src = _Source.read(source)
     device = profile.device
     if device is None:

@@ -4,7 +4,7 @@ links into paginated artefacts and the evidence viewer, figures in words."""
 from __future__ import annotations
 
 from django import template
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -109,16 +109,8 @@ def diff_table(before: str, after: str, view: str = "split") -> SafeString:
 
 @register.simple_tag
 def evidence_url(run_id: int, line: int | None = None) -> str:
-    """Line `line` of run `run_id` in the evidence viewer (`runs/<pk>/evidence/?line=N#LN`).
-
-    The viewer is the "evidence" branch's; until its URL is there the link goes to the
-    line in the run page's source listing, so the page renders either way.
-    """
-    try:
-        url = reverse("run-evidence", args=[run_id])
-    except NoReverseMatch:
-        url = reverse("run-detail", args=[run_id])
-        return f"{url}#src-{line}" if line else url
+    """Line `line` of run `run_id` in the evidence viewer (`runs/<pk>/evidence/?line=N#LN`)."""
+    url = reverse("run-evidence", args=[run_id])
     return f"{url}?line={line}#L{line}" if line else url
 
 

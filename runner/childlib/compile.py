@@ -11,7 +11,9 @@ Options (`JobRequest.options`):
   inputs:        "cases" (default: request.cases, or case 0) or "verify" (get_verify_inputs()[0])
   pass_dumps:    bool, default False: MLIR IR before every pass (tier 3)
   sass:          true / false / "auto" (default): disassemble the cubin with line markers;
-                 "auto" does it only when ptxas reports spills (nvdisasm costs ~0.5 s a kernel)
+                 "auto" does it for a version's own compile (no overrides: the SASS is kept as
+                 evidence of every diagnosed version) and, for a counterfactual, only when
+                 ptxas reports spills (nvdisasm costs ~0.5 s a kernel)
   pass_dump_max_bytes: per-kernel cap on stored dump text (default 2 MB)
   overrides:     counterfactual changes applied before compiling:
                  {"divisibility": [argname, ...], "num_stages": int, "num_warps": int,
@@ -270,9 +272,11 @@ def _compile_launch(launch: Launch, target: Any, overrides: dict, options: dict)
         resources.update(_ptxas_resources(stdout_text, asm.get("ptx", ""), target))
         want_sass = options.get("sass", "auto")
         if want_sass == "auto":
-            # nvdisasm costs ~0.5 s a kernel, more than the compile itself; its per-line STL/LDL
-            # are what the spill finding cites, so by default disassemble only when ptxas spilled.
-            want_sass = bool(resources.get("spills_store") or resources.get("spills_load"))
+            # nvdisasm costs ~0.5 s a kernel, more than the compile itself. A version's own
+            # compile keeps its SASS (the evidence viewer shows it for every source line); a
+            # counterfactual recompile is only compared, so it pays for SASS only when ptxas
+            # spilled (its per-line STL/LDL are what the spill finding cites).
+            want_sass = not overrides or bool(resources.get("spills_store") or resources.get("spills_load"))
         if want_sass and isinstance(asm.get("cubin"), bytes):
             sass = _disassemble(asm["cubin"])
             if sass:

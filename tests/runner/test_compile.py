@@ -50,9 +50,14 @@ def test_it_returns_stages_resources_and_the_launch() -> None:
     json.dumps(result)
 
 
-def test_it_disassembles_by_default_only_when_ptxas_spilled() -> None:
-    assert "sass" not in job("softmax_warps")["kernels"][0]["stages"]
-    spilling = job("softmax_spills")["kernels"][0]
+def test_it_keeps_sass_for_a_versions_own_compile_by_default() -> None:
+    [k] = job("softmax_warps")["kernels"]
+    assert k["resources"]["spills_store"] == 0 and '//## File "' in k["stages"]["sass"]
+
+
+def test_a_counterfactual_disassembles_by_default_only_when_ptxas_spilled() -> None:
+    assert "sass" not in job("softmax_warps", overrides={"num_stages": 2})["kernels"][0]["stages"]
+    spilling = job("softmax_spills", overrides={"num_stages": 2})["kernels"][0]
     assert spilling["resources"]["spills_store"] > 0 and "STL" in spilling["stages"]["sass"]
 
 

@@ -5,7 +5,6 @@ words, deciding in place with and without htmx, only verified-faster proposals a
 from __future__ import annotations
 
 import pytest
-from django.test import override_settings
 from django.urls import reverse
 
 from diagnosis.models import DiagnosisRun, KernelVersion, Proposal, Review
@@ -195,8 +194,7 @@ def test_the_rationale_in_parts_with_its_findings_linked_to_their_lines(client, 
     for part in ("<dt>Mechanism</dt>", "<dt>Evidence</dt>", "<dt>Expected</dt>", "<dt>Measured</dt>"):
         assert part in page
     assert "BLOCK 128 -&gt; 1024 in double_kernel" in page
-    # until the evidence viewer is on this branch, a line links into the run page's listing
-    assert f'href="{reverse("run-detail", args=[finding.run_id])}#src-23"' in page
+    assert f'href="/runs/{finding.run_id}/evidence/?line=23#L23"' in page  # the line in the evidence viewer
     assert "Correct; 2.00x faster than its parent (geomean of 1 case; noise floor 2.0 %)." in page
 
 
@@ -205,13 +203,6 @@ def test_a_proposal_stored_before_the_parts_shows_its_rationale_whole(client, ow
     page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
     assert "<dt>Rationale</dt>" in page and proposal.rationale in page
     assert "<dt>Mechanism</dt>" not in page and "<dt>Measured</dt>" in page
-
-
-@override_settings(ROOT_URLCONF="tests.web.evidence_urls")
-def test_findings_link_to_the_evidence_viewer_once_it_is_there(client, owner, proposal, finding):
-    client.force_login(owner)
-    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
-    assert f'href="/runs/{finding.run_id}/evidence/?line=23#L23"' in page
 
 
 # --- the verification in words ----------------------------------------------------------------
