@@ -116,6 +116,12 @@ class DiagnosisRun(models.Model):
     device_s = models.FloatField(default=0.0)
     tokens = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)  # timings, best speedup, %SOL, report
+    # a run imported from a bench/run.py result file (manage.py import_results) rather than
+    # executed here: the file it came from and the operator it is (one run per operator)
+    bench_import = models.ForeignKey(
+        "BenchImport", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    bench_operator = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -124,6 +130,13 @@ class DiagnosisRun(models.Model):
             models.Index(fields=["version", "-created"]),
             models.Index(fields=["status", "heartbeat_at"]),
         ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bench_import", "bench_operator"],
+                condition=Q(bench_import__isnull=False),
+                name="run_once_per_bench_operator",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.version} on {self.device}"
@@ -131,6 +144,42 @@ class DiagnosisRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def imported(self) -> bool:
+        return self.bench_import_id is not None
+
+
+class BenchImport(models.Model):
+    """A bench/run.py result file imported into a team (manage.py import_results): where,
+    when and on which commit its figures were measured, so every run from it says so."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="bench_imports")
+    sha256 = models.CharField(max_length=64)  # of the file's bytes: importing it again adds nothing
+    filename = models.CharField(max_length=255)
+    device = models.CharField(max_length=8, choices=DiagnosisRun.Device.choices)
+    device_name = models.CharField(max_length=100, blank=True)  # "NVIDIA H200"
+    measured_on = models.DateField(null=True, blank=True)
+    commit = models.CharField(max_length=40, blank=True)  # of the measured tree
+    meta = models.JSONField(default=dict, blank=True)  # the file's `meta`, as written
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-imported_at"]
+        constraints = [models.UniqueConstraint(fields=["team", "sha256"], name="bench_import_once_per_team")]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """'a bench run on NVIDIA H200, 2026-11-30, commit 877efb0'."""
+        parts = [self.device_name or self.get_device_display()]
+        if self.measured_on:
+            parts.append(self.measured_on.isoformat())
+        if self.commit:
+            parts.append(f"commit {self.commit}")
+        return "a bench run on " + ", ".join(parts)
 
 
 class Round(models.Model):
