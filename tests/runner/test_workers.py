@@ -168,3 +168,9 @@ def test_an_upload_for_a_kind_without_a_worker_stores_nothing(client, owner, tea
     assert "no worker has been seen for cuda" in response.content.decode()
     assert not DiagnosisRun.objects.exists()
 
+
+def test_a_queued_run_says_no_worker_serves_its_kind(client, owner, run):
+    client.force_login(owner)
+    DiagnosisRun.objects.filter(pk=run.pk).update(device="cuda")
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "Waiting: no worker has been seen for cuda; the run starts when one does." in page
