@@ -129,6 +129,7 @@ class RoundWords:
     steps: tuple[str, ...]  # the escalation, tier by tier
     idle: bool  # proposed nothing: folded with its neighbours on the run page
     tone: str  # improved, same, failed, idle, pending: the badge's class
+    badge: str = ""  # the verdict in two words: "faster", "not timed", "nothing to try"
 
 
 def _steps(decisions: Sequence[Mapping]) -> tuple[str, ...]:
@@ -203,7 +204,7 @@ def round_words(
         families = [f.strip() for f in no_rewrite[1].split(",") if f.strip()]
         notes.append("No rule rewrites " + " or ".join(family_words(f) for f in families) + " here.")
     if verdict == "pending":
-        return RoundWords("Under way.", steps, False, "pending")
+        return RoundWords("Under way.", steps, False, "pending", "under way")
     if verdict == Verdict.IMPROVED:
         ratio = outcome.speedup if outcome is not None else None
         floor = _FLOOR.search(reason)
@@ -213,11 +214,16 @@ def round_words(
             steps + tuple(notes),
             False,
             "improved",
+            "faster",
         )
     if verdict == Verdict.NO_GAIN:
         if outcome is not None and not outcome.timed:
             return RoundWords(
-                "Correct; speed not measured on this device.", steps + tuple(notes), False, "same"
+                "Correct; speed not measured on this device.",
+                steps + tuple(notes),
+                False,
+                "same",
+                "not timed",
             )
         ratio = outcome.speedup if outcome is not None else None
         floor = _FLOOR.search(reason)
@@ -225,11 +231,15 @@ def round_words(
         slower = " and slower on some case" if "slower on case" in reason else ""
         figure = f"{ratio:.2f}x" if ratio else "its time"
         return RoundWords(
-            f"Correct, but not faster: {figure} is {within}{slower}.", steps + tuple(notes), False, "same"
+            f"Correct, but not faster: {figure} is {within}{slower}.",
+            steps + tuple(notes),
+            False,
+            "same",
+            "not faster",
         )
     if verdict == Verdict.FAILED:
-        return RoundWords(_failure(outcome, reason), steps + tuple(notes), False, "failed")
-    return RoundWords(_idle(reason, decisions), steps, not has_proposal, "idle")
+        return RoundWords(_failure(outcome, reason), steps + tuple(notes), False, "failed", "failed")
+    return RoundWords(_idle(reason, decisions), steps, not has_proposal, "idle", "nothing to try")
 
 
 # --- a run ---------------------------------------------------------------------------------

@@ -86,6 +86,20 @@ def test_a_round_in_words(verdict, reason, decisions, outcome, proposed, headlin
     assert "does not localize" not in " ".join(words.steps)  # never the engine's shorthand
 
 
+@pytest.mark.parametrize(
+    ("verdict", "outcome", "proposed", "badge"),
+    [
+        pytest.param("improved", TIMED, True, "faster", id="improved"),
+        pytest.param("no-gain", SAME, True, "not faster", id="no-gain"),
+        pytest.param("no-gain", UNTIMED, True, "not timed", id="untimed-is-not-no-gain"),
+        pytest.param("failed", WRONG, True, "failed", id="failed"),
+        pytest.param("inconclusive", None, False, "nothing to try", id="inconclusive"),
+    ],
+)
+def test_the_verdict_badge_never_calls_an_untimed_proposal_no_gain(verdict, outcome, proposed, badge):
+    assert round_words(verdict, "", [ENOUGH], outcome, proposed).badge == badge
+
+
 def test_the_escalation_says_what_was_read_and_what_was_missing():
     words = round_words(
         "inconclusive", "inconclusive: ...", [CLIMB, {**ENOUGH, "tier": 2}, STUCK], None, False
