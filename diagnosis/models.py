@@ -129,6 +129,8 @@ class DiagnosisRun(models.Model):
             models.Index(fields=["status", "device"]),
             models.Index(fields=["version", "-created"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            # the run list's order: its first page is an index scan that stops after 25 rows
+            models.Index(fields=["-created", "-id"], name="run_created_id"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -224,7 +226,12 @@ class Finding(models.Model):
 
     class Meta:
         ordering = ["run", "round", "tier", "id"]
-        indexes = [models.Index(fields=["run", "tier"]), models.Index(fields=["code"])]
+        indexes = [
+            models.Index(fields=["run", "tier"]),
+            models.Index(fields=["code"]),
+            # "does this run have a finding with this code": the kernel and run lists' code filter
+            models.Index(fields=["run", "code"], name="finding_run_code"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.code} ({self.severity})"
@@ -313,7 +320,10 @@ class Proposal(models.Model):
 
     class Meta:
         ordering = ["-created"]
-        indexes = [models.Index(fields=["status", "-created"])]
+        indexes = [
+            models.Index(fields=["status", "-created"]),
+            models.Index(fields=["-created", "-id"], name="proposal_created_id"),  # the proposal list's order
+        ]
 
     def __str__(self) -> str:
         return f"proposal {self.pk} ({self.status})"
@@ -332,6 +342,7 @@ class Review(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        indexes = [models.Index(fields=["-created", "-id"], name="review_created_id")]  # recent reviews
 
     def __str__(self) -> str:
         return f"{self.decision} of proposal {self.proposal_id} by {self.reviewer_id}"
