@@ -7,8 +7,9 @@
 * **Rounds**: each in words, with the rounds that proposed nothing folded into one line per
   stretch of them.
 * **Findings**: once per run. A round reads the same source again when the one before it
-  did not win, so it finds the same things again; a finding is listed once with the rounds
-  it appeared in.
+  did not win, so it finds the same things again; a finding (its code at its place) is listed
+  once with the rounds it appeared in, and what it measured differently elsewhere (another
+  case, another round's parent) folded under it.
 """
 
 from __future__ import annotations
@@ -156,15 +157,25 @@ class FindingView:
     finding: Finding  # the first time it was found
     evidence: list[EvidenceView]
     rounds: list[int]  # every round it was found in
-    ids: list[int]  # every row of it (links to `#finding-<id>` keep working)
+    ids: list[int]  # every row of it
+    # the other things it said (another case, another round), with the rounds that said each
+    variants: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def other_messages(self) -> list[tuple[str, str]]:
+        return [(m, _rounds_text(r)) for m, r in self.variants.items() if m != self.finding.message]
 
     @property
     def rounds_text(self) -> str:
-        if not self.rounds:
-            return ""
-        if len(self.rounds) == 1:
-            return f"round {self.rounds[0]}"
-        return "rounds " + _ranges(self.rounds)
+        return _rounds_text(self.rounds)
+
+
+def _rounds_text(rounds: list[int]) -> str:
+    if not rounds:
+        return ""
+    if len(rounds) == 1:
+        return f"round {rounds[0]}"
+    return "rounds " + _ranges(sorted(rounds))
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -191,8 +202,8 @@ def match_artefact(ref: ArtefactRef, by_kind: dict[str, list[Artefact]]) -> Arte
 
 
 def _identity(f: Finding) -> tuple:
-    """The same finding found again: same code and tier, same place, same words."""
-    return (f.tier, f.code, f.kernel, tuple(f.lines or ()), f.message)
+    """The same finding found again: the same code of the same tier at the same place."""
+    return (f.tier, f.code, f.kernel, tuple(f.lines or ()))
 
 
 def finding_tiers(
@@ -217,8 +228,12 @@ def finding_tiers(
             ]
             view = views[key] = FindingView(f, evidence, [], [])
         index = f.round.index if f.round_id else None
-        if index is not None and index not in view.rounds:
-            view.rounds.append(index)
+        said = view.variants.setdefault(f.message, [])
+        if index is not None:
+            if index not in view.rounds:
+                view.rounds.append(index)
+            if index not in said:
+                said.append(index)
         view.ids.append(f.pk)
     tiers = []
     for tier, items in groupby(views.values(), key=lambda v: v.finding.tier):
