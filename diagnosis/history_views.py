@@ -176,6 +176,8 @@ def kernel_rows(user) -> QuerySet[Kernel]:
             latest_run_id=Subquery(runs.values("pk")[:1]),
             latest_status=Subquery(runs.values("status")[:1]),
             latest_device=Subquery(runs.values("device")[:1]),
+            # '' for a run made here; the device a bench run measured it on, for an imported one
+            latest_imported_on=Subquery(runs.values("bench_import__device_name")[:1]),
             latest_speedup=Subquery(done.annotate(x=_summary_float("speedup_over_initial")).values("x")[:1]),
             latest_pct_sol=Subquery(done.annotate(x=_summary_float("pct_sol")).values("x")[:1]),
             version_count=Coalesce(Subquery(versions, output_field=IntegerField()), 0),

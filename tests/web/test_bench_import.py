@@ -245,3 +245,10 @@ def test_the_command_imports_for_a_team_and_says_what_it_did(tmp_path, team, own
     assert "01_gemm_fp16: not imported" in err.getvalue()
     run = DiagnosisRun.objects.get(bench_import__team=team, bench_operator="06_relu_fp32")
     assert run.requested_by == reviewer  # the team's reviewer
+
+
+def test_the_kernel_list_says_a_latest_run_was_imported_and_where_it_was_measured(client, tmp_path, team, owner):
+    import_results(_file(tmp_path, _op("06_relu_fp32")), team=team, user=owner)
+    client.force_login(owner)
+    page = client.get(reverse("kernel-list")).content.decode()
+    assert "cuda · imported, measured on NVIDIA H200" in page
