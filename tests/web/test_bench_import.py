@@ -247,7 +247,9 @@ def test_the_command_imports_for_a_team_and_says_what_it_did(tmp_path, team, own
     assert run.requested_by == reviewer  # the team's reviewer
 
 
-def test_the_kernel_list_says_a_latest_run_was_imported_and_where_it_was_measured(client, tmp_path, team, owner):
+def test_the_kernel_list_says_a_latest_run_was_imported_and_where_it_was_measured(
+    client, tmp_path, team, owner
+):
     import_results(_file(tmp_path, _op("06_relu_fp32")), team=team, user=owner)
     client.force_login(owner)
     page = client.get(reverse("kernel-list")).content.decode()
