@@ -78,7 +78,11 @@ def get_version_for_user(user, pk: int) -> KernelVersion:
 
 def get_run_for_user(user, pk: int) -> DiagnosisRun:
     try:
-        return visible_runs(user).select_related("version__kernel__team", "best_version", "bench_import").get(pk=pk)
+        return (
+            visible_runs(user)
+            .select_related("version__kernel__team", "best_version", "bench_import")
+            .get(pk=pk)
+        )
     except DiagnosisRun.DoesNotExist:
         raise Http404("No such run") from None
 

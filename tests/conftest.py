@@ -56,7 +56,9 @@ def _a_cpu_worker_is_live(request) -> None:
     names = request.fixturenames
     transactional = "transactional_db" in names or "live_server" in names
     if marker is not None:
-        transactional = transactional or bool(marker.kwargs.get("transaction") or (marker.args and marker.args[0]))
+        transactional = transactional or bool(
+            marker.kwargs.get("transaction") or (marker.args and marker.args[0])
+        )
     elif not transactional and "db" not in names:
         return
     request.getfixturevalue("transactional_db" if transactional else "db")
