@@ -140,7 +140,9 @@ def verification_view(outcome: CandidateOutcome | None) -> Verification:
         )
     )
     if outcome.wall_s or outcome.device_s:
-        facts.append(("Cost", f"{outcome.wall_s:.1f} s wall, {outcome.device_s:.1f} s on the device"))
+        # device time only where a device was used (a cpu check spends none)
+        on_device = f", {outcome.device_s:.1f} s on the device" if outcome.device_s else ""
+        facts.append(("Cost", f"{outcome.wall_s:.1f} s wall{on_device}"))
     return Verification(
         rows=rows,
         facts=facts,

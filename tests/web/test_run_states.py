@@ -154,3 +154,18 @@ def test_a_finished_cpu_run_says_its_speed_was_not_measured(client, owner, run, 
     page = _page(client, owner, run)
     assert "Done: correct, speed not measured on this device." in page
     assert "Correct on every case the cpu can check; speed not measured on this device." in page
+
+
+@pytest.mark.parametrize(
+    ("wall_s", "device_s", "cost"),
+    [
+        pytest.param(3.2, 0.0, "3.2 s wall", id="cpu-check"),
+        pytest.param(6.3, 6.3, "6.3 s wall, 6.3 s on the device", id="gpu-check"),
+    ],
+)
+def test_a_proposals_cost_names_device_time_only_when_a_device_was_used(wall_s, device_s, cost):
+    from diagnosis.engine.records import CandidateOutcome, CaseTiming
+    from diagnosis.review_views import verification_view
+
+    outcome = CandidateOutcome(True, cases=(CaseTiming(0, None),), wall_s=wall_s, device_s=device_s)
+    assert dict(verification_view(outcome).facts)["Cost"] == cost
