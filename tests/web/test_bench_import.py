@@ -93,7 +93,16 @@ def test_each_imported_proposal_is_exactly_the_source_that_was_measured(imported
 def test_an_imported_run_reports_what_the_file_says(imported_table):
     op = _op("01_gemm_fp16")
     run = DiagnosisRun.objects.get(bench_import=imported_table.bench, bench_operator=op["name"])
-    report = run_json(run)["report"]
+    data = run_json(run)
+    assert data["run"]["imported_from"] == {
+        "file": H200.name,
+        "sha256": imported_table.bench.sha256,
+        "operator": op["name"],
+        "device_name": "NVIDIA H200",
+        "measured_on": imported_table.bench.measured_on,
+        "commit": "877efb0",
+    }
+    report = data["report"]
     for key in ("speedup_over_initial", "pct_sol", "initial_pct_sol", "rounds_used", "verdicts", "winning_rounds",
                 "stop_reason", "improved"):  # fmt: skip
         assert report[key] == op[key], key
