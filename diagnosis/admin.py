@@ -7,6 +7,7 @@ from django.template.defaultfilters import filesizeformat
 
 from diagnosis.models import (
     Artefact,
+    BenchImport,
     DiagnosisRun,
     Finding,
     Kernel,
@@ -138,3 +139,10 @@ class PatternAdmin(admin.ModelAdmin):
     @admin.display(description="mechanism")
     def short_mechanism(self, obj: Pattern) -> str:
         return obj.mechanism[:80]
+
+
+@admin.register(BenchImport)
+class BenchImportAdmin(admin.ModelAdmin):
+    list_display = ["filename", "team", "device_name", "measured_on", "commit", "imported_at"]
+    list_filter = ["team", "device"]
+    readonly_fields = ["sha256", "meta"]

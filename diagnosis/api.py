@@ -181,6 +181,21 @@ def _version_ref(v: KernelVersion | None) -> JSON | None:
     return {"id": v.pk, "number": v.number, "sha256": v.sha256, "url": reverse("version-detail", args=[v.pk])}
 
 
+def _bench_ref(run: DiagnosisRun) -> JSON | None:
+    """Where an imported run was measured (manage.py import_results); None for a run made here."""
+    bench = run.bench_import if run.bench_import_id else None
+    if bench is None:
+        return None
+    return {
+        "file": bench.filename,
+        "sha256": bench.sha256,
+        "operator": run.bench_operator,
+        "device_name": bench.device_name,
+        "measured_on": bench.measured_on,
+        "commit": bench.commit,
+    }
+
+
 def run_json(run: DiagnosisRun) -> JSON:
     """The run's row and, once it has ended, its whole report (`loop_result_json`, with rounds);
     before that, the rounds finished so far (`round_json` each)."""
@@ -207,6 +222,7 @@ def run_json(run: DiagnosisRun) -> JSON:
             "wall_s": run.wall_s,
             "device_s": run.device_s,
             "tokens": run.tokens,
+            "imported_from": _bench_ref(run),
             "proposals": [
                 {
                     "id": p.pk,

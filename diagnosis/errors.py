@@ -13,3 +13,12 @@ class DecisionRefused(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class ImportRefused(Exception):
+    """A file `manage.py import_results` cannot import: not JSON, not a bench/run.py result,
+    or for a device kind nobody registers. Nothing was stored."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -17,6 +17,7 @@ from django.db.models import Max
 from diagnosis.access import visible_teams
 from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Review
 from diagnosis.validation import ValidationResult, validate_module_source
+from runner import workers
 from runner.dispatch import enqueue_run
 from runner.llm import llm_enabled, llm_models
 
@@ -41,8 +42,26 @@ class UploadOutcome:
     reused_version: bool
 
 
+class DeviceSelect(forms.Select):
+    """The device kinds, those no live worker serves shown with why and not selectable."""
+
+    def __init__(self, *args, unavailable: frozenset[str] = frozenset(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.unavailable = unavailable
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None) -> dict:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        if value in self.unavailable:
+            option["attrs"]["disabled"] = True
+        return option
+
+
 class RunForm(forms.Form):
-    """Where and how to run a version: the device kind, the compile target, the round budget."""
+    """Where and how to run a version: the device kind, the compile target, the round budget.
+
+    A device kind no live worker serves (runner.workers) is shown, marked "no worker has been
+    seen for cuda", and refused: a run queued there would only wait.
+    """
 
     device = forms.ChoiceField(label="Device kind")
     target = forms.CharField(
@@ -76,8 +95,21 @@ class RunForm(forms.Form):
         self.target_suggestions = TARGET_SUGGESTIONS
         devices = list(settings.KERNELOPT_DEVICES)
         labels = dict(DiagnosisRun.Device.choices)
-        self.fields["device"].choices = [(d, labels.get(d, d)) for d in devices]
-        self.fields["device"].initial = devices[0] if devices else DiagnosisRun.Device.CPU
+        presence = workers.presence()
+        self.device_absence = {d: presence.absence(d) for d in devices if not presence.live(d)}
+        self.live_devices = [d for d in devices if d not in self.device_absence]
+        field = self.fields["device"]
+        field.choices = [
+            (
+                d,
+                f"{labels.get(d, d)} ({self.device_absence[d]})"
+                if d in self.device_absence
+                else labels.get(d, d),
+            )
+            for d in devices
+        ]
+        field.widget = DeviceSelect(choices=field.choices, unavailable=frozenset(self.device_absence))
+        field.initial = (self.live_devices or devices or [DiagnosisRun.Device.CPU])[0]
         self.fields["target"].initial = settings.KERNELOPT_DEFAULT_ARCH
         self.fields["round_budget"].initial = settings.KERNELOPT_ROUND_BUDGET
         self.llm_note = ""
@@ -114,6 +146,18 @@ class RunForm(forms.Form):
         per_round, per_run = cleaned.get("llm_round_tokens"), cleaned.get("llm_run_tokens")
         if per_round and per_run and per_run < per_round:
             self.add_error("llm_run_tokens", "The run's cap must hold at least one round's.")
+
+    def clean_device(self) -> str:
+        device = self.cleaned_data["device"]
+        if why := self.device_absence.get(device):
+            if self.live_devices:
+                instead = "choose " + " or ".join(self.live_devices)
+            else:
+                instead = "start a worker for it (make worker QUEUES=" + device + ")"
+            raise forms.ValidationError(
+                f"{why}: a run queued there would only wait; {instead}.", code="no-worker"
+            )
+        return device
 
     def clean_target(self) -> str:
         target = self.cleaned_data["target"].strip()

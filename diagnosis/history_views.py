@@ -15,7 +15,7 @@ from datetime import datetime, time
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.db.models import Count, Exists, FloatField, IntegerField, Max, OuterRef, QuerySet, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
@@ -29,6 +29,7 @@ from diagnosis.engine.patterns import PATTERN_MATCH
 from diagnosis.engine.verdict import Verdict
 from diagnosis.forms import UploadForm
 from diagnosis.models import DiagnosisRun, Finding, Kernel, KernelVersion, Pattern, Proposal, Review, Round
+from diagnosis.paging import page_of
 
 PAGE_SIZE = 25
 SEVERITIES = ("high", "medium", "low", "info")
@@ -121,7 +122,7 @@ class Listing:
 
 
 def _page(request: HttpRequest, qs: QuerySet, size: int = PAGE_SIZE) -> Page:
-    return Paginator(qs, size).get_page(request.GET.get("page"))
+    return page_of(qs, request.GET.get("page"), size)
 
 
 def _render(request: HttpRequest, template: str, context: dict) -> HttpResponse:
@@ -175,6 +176,8 @@ def kernel_rows(user) -> QuerySet[Kernel]:
             latest_run_id=Subquery(runs.values("pk")[:1]),
             latest_status=Subquery(runs.values("status")[:1]),
             latest_device=Subquery(runs.values("device")[:1]),
+            # '' for a run made here; the device a bench run measured it on, for an imported one
+            latest_imported_on=Subquery(runs.values("bench_import__device_name")[:1]),
             latest_speedup=Subquery(done.annotate(x=_summary_float("speedup_over_initial")).values("x")[:1]),
             latest_pct_sol=Subquery(done.annotate(x=_summary_float("pct_sol")).values("x")[:1]),
             version_count=Coalesce(Subquery(versions, output_field=IntegerField()), 0),
@@ -392,7 +395,7 @@ def finding_list(request: HttpRequest) -> HttpResponse:
         request.GET or None, user=request.user, fields=FINDING_FILTERS, statuses=DiagnosisRun.Status.choices
     )
     findings = (
-        Finding.objects.filter(run__version__kernel__team__in=access.visible_teams(request.user))
+        access.visible_findings(request.user)
         .select_related("run__version__kernel", "round")
         .defer("evidence", "args")
         # newest first by id: a backward scan of the primary key stops after a page, where

@@ -128,6 +128,12 @@ class DiagnosisRun(models.Model):
     device_s = models.FloatField(default=0.0)
     tokens = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)  # timings, best speedup, %SOL, report
+    # a run imported from a bench/run.py result file (manage.py import_results) rather than
+    # executed here: the file it came from and the operator it is (one run per operator)
+    bench_import = models.ForeignKey(
+        "BenchImport", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    bench_operator = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -135,6 +141,15 @@ class DiagnosisRun(models.Model):
             models.Index(fields=["status", "device"]),
             models.Index(fields=["version", "-created"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            # the run list's order: its first page is an index scan that stops after 25 rows
+            models.Index(fields=["-created", "-id"], name="run_created_id"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bench_import", "bench_operator"],
+                condition=Q(bench_import__isnull=False),
+                name="run_once_per_bench_operator",
+            )
         ]
 
     def __str__(self) -> str:
@@ -143,6 +158,42 @@ class DiagnosisRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def imported(self) -> bool:
+        return self.bench_import_id is not None
+
+
+class BenchImport(models.Model):
+    """A bench/run.py result file imported into a team (manage.py import_results): where,
+    when and on which commit its figures were measured, so every run from it says so."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="bench_imports")
+    sha256 = models.CharField(max_length=64)  # of the file's bytes: importing it again adds nothing
+    filename = models.CharField(max_length=255)
+    device = models.CharField(max_length=8, choices=DiagnosisRun.Device.choices)
+    device_name = models.CharField(max_length=100, blank=True)  # "NVIDIA H200"
+    measured_on = models.DateField(null=True, blank=True)
+    commit = models.CharField(max_length=40, blank=True)  # of the measured tree
+    meta = models.JSONField(default=dict, blank=True)  # the file's `meta`, as written
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-imported_at"]
+        constraints = [models.UniqueConstraint(fields=["team", "sha256"], name="bench_import_once_per_team")]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """'a bench run on NVIDIA H200, 2026-11-30, commit 877efb0'."""
+        parts = [self.device_name or self.get_device_display()]
+        if self.measured_on:
+            parts.append(self.measured_on.isoformat())
+        if self.commit:
+            parts.append(f"commit {self.commit}")
+        return "a bench run on " + ", ".join(parts)
 
 
 class Round(models.Model):
@@ -199,7 +250,12 @@ class Finding(models.Model):
 
     class Meta:
         ordering = ["run", "round", "tier", "id"]
-        indexes = [models.Index(fields=["run", "tier"]), models.Index(fields=["code"])]
+        indexes = [
+            models.Index(fields=["run", "tier"]),
+            models.Index(fields=["code"]),
+            # "does this run have a finding with this code": the kernel and run lists' code filter
+            models.Index(fields=["run", "code"], name="finding_run_code"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.code} ({self.severity})"
@@ -304,7 +360,10 @@ class Proposal(models.Model):
 
     class Meta:
         ordering = ["-created"]
-        indexes = [models.Index(fields=["status", "-created"])]
+        indexes = [
+            models.Index(fields=["status", "-created"]),
+            models.Index(fields=["-created", "-id"], name="proposal_created_id"),  # the proposal list's order
+        ]
 
     def __str__(self) -> str:
         return f"proposal {self.pk} ({self.status})"
@@ -323,6 +382,7 @@ class Review(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        indexes = [models.Index(fields=["-created", "-id"], name="review_created_id")]  # recent reviews
 
     def __str__(self) -> str:
         return f"{self.decision} of proposal {self.proposal_id} by {self.reviewer_id}"

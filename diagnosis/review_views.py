@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -24,7 +23,8 @@ from diagnosis.engine.records import CandidateOutcome
 from diagnosis.engine.serialize import rationale_from_json, verification_from_json
 from diagnosis.errors import DecisionRefused
 from diagnosis.forms import DecisionForm, RunForm
-from diagnosis.models import Proposal, Review
+from diagnosis.models import DiagnosisRun, Proposal, Review
+from diagnosis.paging import page_of
 from diagnosis.reviews import Acceptability, accept_proposal, acceptability, reject_proposal, timing_verdict
 from diagnosis.templatetags.kernelopt import ms_unit, percent, speedup_words
 
@@ -140,7 +140,9 @@ def verification_view(outcome: CandidateOutcome | None) -> Verification:
         )
     )
     if outcome.wall_s or outcome.device_s:
-        facts.append(("Cost", f"{outcome.wall_s:.1f} s wall, {outcome.device_s:.1f} s on the device"))
+        # device time only where a device was used (a cpu check spends none)
+        on_device = f", {outcome.device_s:.1f} s on the device" if outcome.device_s else ""
+        facts.append(("Cost", f"{outcome.wall_s:.1f} s wall{on_device}"))
     return Verification(
         rows=rows,
         facts=facts,
@@ -291,11 +293,14 @@ def version_run(request: HttpRequest, pk: int) -> HttpResponse:
 def review_queue(request: HttpRequest) -> HttpResponse:
     teams = list(access.reviewing_teams(request.user))
     pending = (
-        Proposal.objects.filter(status=Proposal.Status.PENDING, round__run__version__kernel__team__in=teams)
+        Proposal.objects.filter(
+            status=Proposal.Status.PENDING,
+            round__run__in=DiagnosisRun.objects.filter(version__kernel__team__in=teams).values("pk"),
+        )
         .select_related("round__run__version__kernel__team", "parent_version")
         .order_by("created", "pk")
     )
-    page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = page_of(pending, request.GET.get("page"), QUEUE_PAGE_SIZE)
     rows = [(p, acceptability(p)) for p in page.object_list]
     recent = (
         Review.objects.filter(proposal__round__run__version__kernel__team__in=teams)

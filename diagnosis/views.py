@@ -9,9 +9,6 @@ Function views (STYLE.md 7); each page is one template whose htmx fragments are
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from itertools import groupby
-from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -23,12 +20,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
-from diagnosis import access, api, evidence, evidence_views
-from diagnosis.engine.evidence import ArtefactRef
-from diagnosis.engine.serialize import artefact_ref_from_json
+from diagnosis import access, api, evidence, evidence_views, run_states
 from diagnosis.forms import RunForm, UploadForm
-from diagnosis.models import Artefact, Proposal
+from diagnosis.models import DiagnosisRun, Proposal
 from diagnosis.templatetags.kernelopt import ARTEFACT_PAGE_LINES
+from runner import workers
 
 ARTEFACT_TRUNCATE_BYTES = 8 * 1024 * 1024  # beyond this the page shows the first part and a download link
 
@@ -106,41 +102,28 @@ def version_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "diagnosis/version_detail.html",
-        {"version": version, "kernel": version.kernel, "runs": runs, "run_form": RunForm(request.user, prefix="run")},
+        {
+            "version": version,
+            "kernel": version.kernel,
+            "runs": runs,
+            "run_form": RunForm(request.user, prefix="run"),
+        },
     )
 
 
 # --- runs ----------------------------------------------------------------------------------
 
 
-@dataclass
-class EvidenceView:
-    kind: str
-    kernel: str
-    name: str
-    lines: list[int]
-    excerpt: str
-    artefact: Artefact | None
-
-
-@dataclass
-class FindingView:
-    finding: Any
-    evidence: list[EvidenceView]
-
-
-def _match_artefact(ref: ArtefactRef, by_kind: dict[str, list[Artefact]]) -> Artefact | None:
-    candidates = by_kind.get(ref.kind, [])
-    name, kernel = ref.name, ref.kernel
-    for test in (
-        lambda a: name and a.name == name,
-        lambda a: name and name in a.name,
-        lambda a: kernel and a.name.startswith(kernel),
-    ):
-        for artefact in candidates:
-            if test(artefact):
-                return artefact
-    return candidates[0] if candidates else None
+def _status_context(run: DiagnosisRun, rounds: list) -> dict:
+    """What the status fragment (also polled alone) shows: the state in words, the rounds in
+    words with the idle ones folded, and whether any worker serves the run's device kind."""
+    absence = workers.presence().absence(run.device) if run.status == DiagnosisRun.Status.QUEUED else ""
+    return {
+        "run": run,
+        "rounds": rounds,
+        "round_groups": run_states.round_groups(rounds),
+        "state": run_states.run_status(run, rounds, absence),
+    }
 
 
 @require_GET
@@ -156,53 +139,31 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         was = request.GET.get("was")
         if was and was != run.status and run.is_finished:
             return HttpResponseClientRefresh()
-        return render(request, "diagnosis/run_detail.html#status", {"run": run, "rounds": rounds})
+        return render(request, "diagnosis/run_detail.html#status", _status_context(run, rounds))
 
     # the evidence, profile and artefact sections (diagnosis.evidence_views): artefacts in
-    # pipeline order, once per source version
+    # pipeline order, once per source version; the findings' evidence links point at them
     sections = evidence_views.run_page_context(run)
     artefacts = [a for group in sections["artefact_groups"] for a in group.artefacts]
-    by_kind: dict[str, list[Artefact]] = {}
-    for a in artefacts:
-        by_kind.setdefault(a.kind, []).append(a)
     findings = list(run.findings.select_related("round").order_by("tier", "round__index", "id"))
-    tiers = []
-    hl_lines: set[int] = set()
-    for tier, items in groupby(findings, key=lambda f: f.tier):
-        views = []
-        for f in items:
-            hl_lines.update(n for n in (f.lines or []) if isinstance(n, int))
-            refs = [artefact_ref_from_json(ref) for ref in (f.evidence or []) if isinstance(ref, dict)]
-            evidence = [
-                EvidenceView(ref.kind, ref.kernel, ref.name, list(ref.lines), ref.excerpt, _match_artefact(ref, by_kind))
-                for ref in refs
-            ]
-            views.append(FindingView(f, evidence))
-        tiers.append((tier, TIER_NAMES.get(tier, f"tier {tier}"), views))
+    tiers = run_states.finding_tiers(findings, artefacts)
+    hl_lines = sorted({n for f in findings for n in (f.lines or []) if isinstance(n, int)})
     proposals = Proposal.objects.filter(round__run=run).select_related("round").order_by("round__index", "id")
     return render(
         request,
         "diagnosis/run_detail.html",
         {
-            "run": run,
+            **_status_context(run, rounds),
             "kernel": run.version.kernel,
-            "rounds": rounds,
             "tiers": tiers,
-            "finding_count": len(findings),
-            "hl_lines": sorted(hl_lines),
+            "finding_count": sum(len(items) for _, _, items in tiers),
+            "finding_rows": len(findings),
+            "hl_lines": hl_lines,
             "artefacts": artefacts,
             "proposals": proposals,
             **sections,
         },
     )
-
-
-TIER_NAMES = {
-    0: "Tier 0 · pattern triage",
-    1: "Tier 1 · profiling",
-    2: "Tier 2 · IR attribution",
-    3: "Tier 3 · compiler analysis",
-}
 
 
 # --- artefacts -----------------------------------------------------------------------------

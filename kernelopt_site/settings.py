@@ -161,6 +161,16 @@ if _unknown := sorted(set(KERNELOPT_DEVICES) - set(devices.NAMES)):
 KERNELOPT_DEFAULT_ARCH = envstr(
     "KERNELOPT_DEFAULT_ARCH", devices.get((KERNELOPT_DEVICES or devices.default_offer())[0]).default_target
 )
+# Workers: the kinds this host's worker serves (default: cpu, and each accelerator whose device
+# node exists; runner.workers), how often it says so, and how long a kind counts as served after
+# its last beat. The forms refuse a kind no live worker serves.
+KERNELOPT_WORKER_DEVICES = envlist("KERNELOPT_WORKER_DEVICES", [])
+if _unknown := sorted(set(KERNELOPT_WORKER_DEVICES) - set(devices.NAMES)):
+    raise ImproperlyConfigured(f"KERNELOPT_WORKER_DEVICES names unknown kinds {_unknown}; known: {', '.join(devices.NAMES)}")
+KERNELOPT_WORKER_BEAT_SECONDS = envint("KERNELOPT_WORKER_BEAT_SECONDS", 30, minimum=1)
+KERNELOPT_WORKER_LIVE_SECONDS = envint("KERNELOPT_WORKER_LIVE_SECONDS", 90, minimum=2)
+if KERNELOPT_WORKER_LIVE_SECONDS <= KERNELOPT_WORKER_BEAT_SECONDS:
+    raise ImproperlyConfigured("KERNELOPT_WORKER_LIVE_SECONDS must be longer than KERNELOPT_WORKER_BEAT_SECONDS")
 KERNELOPT_CHILD_PYTHONS = {kind: envstr(f"KERNELOPT_PYTHON_{kind.upper()}") for kind in devices.NAMES}
 KERNELOPT_ROUND_BUDGET = envint("KERNELOPT_ROUND_BUDGET", 15, minimum=1)
 KERNELOPT_SOL_STOP_FRACTION = envfloat("KERNELOPT_SOL_STOP_FRACTION", 0.85)

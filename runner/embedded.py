@@ -2,8 +2,9 @@
 
 With no BROKER_URL the broker is dramatiq's in-memory `StubBroker` (settings), so `make run`
 needs neither RabbitMQ nor a separate `rundramatiq`: `start()` runs a dramatiq `Worker` on
-threads of the server process, consuming every device queue this deployment offers
-(KERNELOPT_DEVICES). Only the orchestration runs in those threads: every job on user code
+threads of the server process, consuming the queue of every device kind this deployment offers
+(KERNELOPT_DEVICES) and this host has (`embedded_queues`); its heartbeat (runner.workers) is
+what lets the forms offer those kinds, so on a laptop they offer cpu only. Only the orchestration runs in those threads: every job on user code
 (validate, verify, time, profile, compile) still runs in its own sandboxed child process
 (`python -m runner.child`, see runner.sandbox), exactly as under a separate worker.
 
@@ -42,7 +43,7 @@ def start(*, threads: int = 1, recover: bool = True, poll_ms: int = 1000) -> Wor
 
         broker = dramatiq.get_broker()
         install(broker)
-        queues = {tasks.actor_for(device).queue_name for device in settings.KERNELOPT_DEVICES}
+        queues = embedded_queues(tasks)
         if recover:
             resend_lost_messages()
         # One thread by default: runs share this machine's accelerator and the server's cores.
@@ -52,6 +53,19 @@ def start(*, threads: int = 1, recover: bool = True, poll_ms: int = 1000) -> Wor
         _worker = worker
         logger.info("embedded worker consuming %s on %s", sorted(queues), type(broker).__name__)
         return worker
+
+
+def embedded_queues(tasks) -> set[str]:
+    """The queues of the offered kinds (KERNELOPT_DEVICES) whose device this host has
+    (runner.workers.present_kinds): on a laptop, cpu only, so a cuda run is never taken by a
+    worker that cannot run it (the forms do not offer cuda then). With none of the offered
+    kinds present, every offered queue, as before."""
+    from runner.workers import present_kinds
+
+    offered = list(settings.KERNELOPT_DEVICES)
+    present = present_kinds()
+    kinds = [d for d in offered if d in present] or offered
+    return {tasks.actor_for(device).queue_name for device in kinds}
 
 
 def stop(timeout_ms: int = 10_000) -> None:

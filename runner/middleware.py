@@ -7,7 +7,8 @@
   every few minutes (sooner for short stale periods), so a run whose worker died is re-queued
   without anyone calling `manage.py requeue_stale`.
 
-`install(broker)` adds both to a broker once; `runner.apps.RunnerConfig.ready` calls it on the
+`install(broker)` adds both, and `runner.workers.WorkerPresence` (the heartbeat of the device
+kinds the worker serves), to a broker once; `runner.apps.RunnerConfig.ready` calls it on the
 configured broker, so they apply wherever Django is set up (`rundramatiq`, embedded mode).
 Database connections are django_dramatiq's `DbConnectionsMiddleware` (settings).
 """
@@ -106,7 +107,9 @@ class StaleRunSweeper(Middleware):
 
 def install(broker: dramatiq.Broker) -> None:
     """Add the run middleware to `broker` unless it already has them."""
+    from runner.workers import WorkerPresence
+
     present = {type(m) for m in broker.middleware}
-    for cls in (RunBookkeeping, StaleRunSweeper):
+    for cls in (RunBookkeeping, StaleRunSweeper, WorkerPresence):
         if cls not in present:
             broker.add_middleware(cls())

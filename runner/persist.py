@@ -29,6 +29,7 @@ from diagnosis.engine.serialize import decision_json, finding_json, finite, rati
 from diagnosis.engine.verdict import Verdict, geomean
 
 ARTEFACT_KINDS = frozenset(models.Artefact.Kind.values)
+NO_GAIN_REASON = "no gain: not faster than its parent above the noise floor"
 
 
 # --- converters ---------------------------------------------------------------------------
@@ -57,6 +58,19 @@ def finding_row(run: models.DiagnosisRun, round_row: models.Round | None, f: ev.
     for key in ("message", "args", "evidence"):
         columns[key] = _scrubbed(columns[key], name)
     return models.Finding(run=run, round=round_row, **columns)
+
+
+def proposal_status(outcome: CandidateOutcome | None, verdict: Verdict | None = None) -> tuple[str, str]:
+    """A verified proposal's status and failure reason: failed when it is wrong or its time is
+    suspect, and (once its round ends) when it was timed and not faster above the noise floor;
+    pending, for a reviewer, otherwise. The import of bench results applies it as a live run does."""
+    if outcome is not None and not outcome.correct:
+        return models.Proposal.Status.FAILED, f"{outcome.error_kind}: {outcome.message}".strip(": ")
+    if outcome is not None and outcome.suspect:
+        return models.Proposal.Status.FAILED, "suspect: measured time is below the speed-of-light bound"
+    if verdict is Verdict.NO_GAIN and outcome is not None and outcome.timed:
+        return models.Proposal.Status.FAILED, NO_GAIN_REASON
+    return models.Proposal.Status.PENDING, ""
 
 
 def artefact_row(
@@ -170,12 +184,9 @@ class RunRecorder:
         proposal.verification = verification_json(outcome)
         proposal.speedup = finite(outcome.speedup)
         proposal.pct_sol = finite(geomean(c.pct_sol for c in outcome.cases))
-        if not outcome.correct:
-            proposal.status = models.Proposal.Status.FAILED
-            proposal.failure_reason = f"{outcome.error_kind}: {outcome.message}".strip(": ")
-        elif outcome.suspect:
-            proposal.status = models.Proposal.Status.FAILED
-            proposal.failure_reason = "suspect: measured time is below the speed-of-light bound"
+        status, reason = proposal_status(outcome)
+        if status == models.Proposal.Status.FAILED:
+            proposal.status, proposal.failure_reason = status, reason
         proposal.save(update_fields=["verification", "speedup", "pct_sol", "status", "failure_reason"])
 
     def round_finished(self, index: int, record: RoundRecord) -> None:

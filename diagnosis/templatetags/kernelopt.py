@@ -10,7 +10,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from diagnosis import diffview
+from diagnosis import diffview, wording
 
 register = template.Library()
 
@@ -117,17 +117,7 @@ def evidence_url(run_id: int, line: int | None = None) -> str:
 @register.filter
 def speedup_words(value) -> str:
     """A ratio parent / candidate in words: "2.31x faster", "1.25x slower", "not timed"."""
-    if value is None or value == "":
-        return "not timed"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if v <= 0:
-        return "not timed"
-    if abs(v - 1.0) < 0.005:
-        return "same speed (1.00x)"
-    return f"{v:.2f}x faster" if v > 1 else f"{1 / v:.2f}x slower"
+    return wording.speed(value)
 
 
 @register.filter

@@ -115,7 +115,7 @@ def test_rules_then_llm_from_the_upload_page_to_the_run_page(
     page.goto(f"/runs/{run.pk}/")
     assert page.locator("#run-status [data-status]").inner_text() == "done"
     rounds = list(Round.objects.filter(run=run).order_by("index"))
-    cells = {r.index: page.locator(f"td.llm[data-round='{r.index}']") for r in rounds}
+    cells = {r.index: page.locator(f".llm[data-round='{r.index}']") for r in rounds}
     proposers = {i: c.locator(".llm-proposer").inner_text() for i, c in cells.items()}
     # round 1: the rules have a rewrite for the round's family, so no token is spent; it gains
     # nothing (cpu times nothing), so the LLM goes first in round 2

@@ -21,6 +21,7 @@ MODELS = [
     models.Proposal,
     models.Review,
     models.Pattern,
+    models.BenchImport,
 ]
 
 
@@ -42,3 +43,10 @@ def test_artefact_admin_shows_sizes_not_the_blob(admin_client, artefact):
 def test_team_admin_edits_members_and_reviewers(admin_client, team):
     page = admin_client.get(reverse("admin:diagnosis_team_change", args=[team.pk])).content.decode()
     assert 'name="members"' in page and 'name="reviewers"' in page
+
+
+def test_worker_heartbeats_are_listed(admin_client):
+    from runner.models import WorkerHeartbeat
+
+    assert admin.site.is_registered(WorkerHeartbeat)
+    assert admin_client.get(reverse("admin:runner_workerheartbeat_changelist")).status_code == 200

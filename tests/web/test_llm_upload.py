@@ -163,9 +163,8 @@ def llm_run(run, version, finding) -> DiagnosisRun:
 def test_the_run_page_shows_each_llm_round_s_size_tokens_cost_and_cited_codes(client, owner, llm_run) -> None:
     client.force_login(owner)
     page = client.get(reverse("run-detail", args=[llm_run.pk])).content.decode()
-    assert "<th>LLM</th>" in page
-    row = page[page.index('data-round="1"') :]
-    row = row[: row.index("</td>")]
+    row = page[page.index('<div class="llm" data-round="1"') :]
+    row = row[: row.index("</div>")]
     assert '<span class="llm-proposer">llm</span>' in row
     assert 'data-chars="12400"' in row and "~3100 tokens, v1" in row and "3100 + 800 tokens" in row
     assert 'data-prompt="3100" data-completion="800"' in row

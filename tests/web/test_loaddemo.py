@@ -1,4 +1,5 @@
-"""manage.py loaddemo: demo team and user, demo kernels with a queued run each, safe to repeat."""
+"""manage.py loaddemo: demo team and user, demo kernels with a queued run each, the committed
+H200 results as measured runs, safe to repeat."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Team
 pytestmark = pytest.mark.django_db
 
 
-def _load(*args: str) -> str:
+def _load(*args: str, results: bool = False) -> str:
     out = StringIO()
-    call_command("loaddemo", "--no-enqueue", *args, stdout=out, stderr=StringIO())
+    extra = () if results else ("--no-results",)
+    call_command("loaddemo", "--no-enqueue", *extra, *args, stdout=out, stderr=StringIO())
     return out.getvalue()
 
 
@@ -66,6 +68,21 @@ def test_invalid_modules_are_skipped_with_a_reason(tmp_path, monkeypatch):
     (suite / "01_broken.py").write_text("def broken(:\n")
     monkeypatch.setattr(loaddemo, "SUITE_DIR", suite)
     err = StringIO()
-    call_command("loaddemo", "--no-enqueue", "--suite", stdout=StringIO(), stderr=err)
+    call_command("loaddemo", "--no-enqueue", "--no-results", "--suite", stdout=StringIO(), stderr=err)
     assert "01_broken.py: not loaded (line 1: syntax error" in err.getvalue()
     assert not Kernel.objects.filter(name="01_broken").exists()
+
+
+def test_it_imports_the_committed_h200_table_onto_the_suite_kernels_once():
+    output = _load(results=True)
+    imported = DiagnosisRun.objects.filter(bench_import__isnull=False)
+    assert imported.count() == 37 and "37 measured run(s) imported" in output
+    assert set(imported.values_list("device", "status").distinct()) == {("cuda", "done")}
+    # the suite modules loaddemo loads itself: their one version has the queued run and the H200 one
+    for name in loaddemo.DEFAULT_SUITE:
+        kernel = Kernel.objects.get(name=name.removesuffix(".py"))
+        assert kernel.versions.count() == 1
+        assert sorted(kernel.versions.get().runs.values_list("status", flat=True)) == ["done", "queued"]
+    counts = (Kernel.objects.count(), KernelVersion.objects.count(), DiagnosisRun.objects.count())
+    assert "37 already there" in _load(results=True)
+    assert (Kernel.objects.count(), KernelVersion.objects.count(), DiagnosisRun.objects.count()) == counts

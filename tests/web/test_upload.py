@@ -108,6 +108,9 @@ def test_a_valid_upload_stores_kernel_version_and_queued_run_and_enqueues_after_
 
 
 def test_pasted_source_works_like_a_file(client, owner, team, enqueued, django_capture_on_commit_callbacks):
+    from runner.workers import beat
+
+    beat({"cuda": "cuda"}, host="gpu-node")  # a GPU worker is live: the form offers cuda
     client.force_login(owner)
     data = {
         "source": GOOD_SOURCE,

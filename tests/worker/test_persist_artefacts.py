@@ -107,7 +107,7 @@ def test_a_run_artefact_is_stored_once_under_the_runs_version(run) -> None:
 
 
 def test_the_migration_fills_in_old_rows(run, version, round_) -> None:
-    backfill = importlib.import_module("diagnosis.migrations.0002_artefact_source_round_parent").backfill
+    backfill = importlib.import_module("diagnosis.migrations.0002_llm_review_evidence_imports").backfill
     orphan = Round.objects.create(run=run, index=2)  # started from a candidate, no KernelVersion
     Proposal.objects.create(
         round=orphan, parent_source=PROPOSED_SOURCE, source="x", diff="", proposer="rules"

@@ -1,4 +1,5 @@
-"""Create the demo team and user and load demo kernels with a queued run each (idempotent)."""
+"""Create the demo team and user, load demo kernels with a queued run each, and import the
+committed H200 results as measured runs to review (idempotent)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from diagnosis.bench_import import import_results
+from diagnosis.errors import ImportRefused
 from diagnosis.forms import enqueue_run
 from diagnosis.models import DiagnosisRun, Kernel, KernelVersion, Team
 from diagnosis.validation import validate_module_source
@@ -22,12 +25,16 @@ SUITE_DIR = Path(settings.BASE_DIR) / "bench" / "suite"
 # Three suite modules loaded by default, when the suite is there: an elementwise op, a
 # row reduction and a normalization, all fp32 so the CPU interpreter can check them.
 DEFAULT_SUITE = ("06_relu_fp32.py", "09_softmax_fp32.py", "11_layernorm_fp32.py")
+# The committed H200 table: every suite operator's rounds, findings and verified proposals, so a
+# new user on a machine without a GPU reviews measured proposals at once.
+DEMO_RESULTS = Path(settings.BASE_DIR) / "bench" / "results" / "2026-11-30-nvidia-h200-6.json"
 
 
 class Command(BaseCommand):
     help = (
         "Create the demo team and the demo user (member and reviewer), load the demo kernel modules "
-        "as kernels with one version each and a queued run. Safe to run again."
+        "as kernels with one version each and a queued run, and import the committed H200 results "
+        "(bench/results) as measured runs with proposals to review. Safe to run again."
     )
 
     def add_arguments(self, parser) -> None:
@@ -43,6 +50,11 @@ class Command(BaseCommand):
             "--no-enqueue", action="store_true", help="leave the runs queued without sending them"
         )
         parser.add_argument("--address", default="http://127.0.0.1:8000/", help="the address to print")
+        results = parser.add_mutually_exclusive_group()
+        results.add_argument(
+            "--results", type=Path, default=DEMO_RESULTS, help="the bench/run.py result file to import"
+        )
+        results.add_argument("--no-results", action="store_true", help="import no bench results")
 
     def handle(self, *args, **options) -> None:
         device = options["device"] or (settings.KERNELOPT_DEVICES[0] if settings.KERNELOPT_DEVICES else "cpu")
@@ -63,6 +75,8 @@ class Command(BaseCommand):
         user, team = self._user_and_team()
         for path in files:
             self._load(path, user, team, device, not options["no_enqueue"])
+        if not options["no_results"]:
+            self._import(options["results"], user, team)
 
         self.stdout.write("")
         self.stdout.write(f"kernelopt demo: {options['address']}")
@@ -82,6 +96,22 @@ class Command(BaseCommand):
             f"user {DEMO_USER}: {'created' if created else 'exists'}; team {DEMO_TEAM}: member and reviewer"
         )
         return user, team
+
+    def _import(self, path: Path, user, team: Team) -> None:
+        if not path.is_file():
+            self.stderr.write(f"{path}: no such results file; no measured runs imported")
+            return
+        try:
+            outcome = import_results(path, team=team, user=user)
+        except ImportRefused as exc:
+            self.stderr.write(f"{exc.message}; no measured runs imported")
+            return
+        for name, why in outcome.skipped:
+            self.stderr.write(f"{name}: not imported ({why})")
+        self.stdout.write(
+            f"{path.name}: {len(outcome.imported)} measured run(s) imported, {len(outcome.existing)} already "
+            f"there; from {outcome.bench.label}"
+        )
 
     def _load(self, path: Path, user, team: Team, device: str, enqueue: bool) -> None:
         result = validate_module_source(path.read_bytes(), path.name, settings.KERNELOPT_MAX_UPLOAD_BYTES)
