@@ -124,6 +124,11 @@ def launch_values(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) ->
     return launch.model.launch_values(launch, kernel, cases)
 
 
+def launch_locals(launch: Launch, cases: Sequence[CaseShape]) -> list[dict[str, Any]]:
+    """Per case: the launching function's known locals just before the launch."""
+    return [ev.known() for ev in launch.model.launch_envs(launch, cases)]
+
+
 def grid_axes(launch: Launch, kernel: Kernel) -> list[cst.BaseExpression] | None:
     """The launch's grid axes as wrapper expressions: a tuple's elements (also through a local
     bound once to it), or a `lambda meta:` body's with each `meta["X"]` replaced by what the

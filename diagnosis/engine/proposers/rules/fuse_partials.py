@@ -412,7 +412,7 @@ def fuse_row_statistics(source: str, inp: RuleInput) -> Rewrite | None:
     ]
     stats = ", ".join(f"{q} <- {s}" for q, s in m.forwarded.items())
     return Rewrite(
-        source=cu.replace(tree, edits).code,
+        source=cu.emit(cu.replace(tree, edits), tree),
         family=Family.FUSION,
         kernels=(fn.name.value,),
         mechanism=(
@@ -614,7 +614,7 @@ def forward_stored_intermediates(source: str, inp: RuleInput) -> Rewrite | None:
     if not edits:
         return None
     return Rewrite(
-        source=cu.replace(tree, edits).code,
+        source=cu.emit(cu.replace(tree, edits), tree),
         family=Family.FUSION,
         kernels=tuple(names),
         mechanism=(

@@ -441,7 +441,7 @@ def _fills_gpu(m: _Split, inp: RuleInput) -> bool:
     if not cases:
         return False
     sms = inp.context.device.sm_count if inp.context.device is not None else REFERENCE_SMS
-    envs = cu.evaluate_cases(m.launch.function, cases, upto=m.launch.statement)
+    envs = cu.launch_locals(m.launch, cases)
     args = cu.launch_values(m.launch, m.kernel, cases)
     kept = m.grid.elements[m.kept]
     values = [_extent(m, kept, env, a) for env, a in zip(envs, args, strict=True)]
@@ -475,7 +475,7 @@ def finish_split_reduction(source: str, inp: RuleInput) -> Rewrite | None:
     names = ", ".join(f"{k} ({how})" for k, how in done)
     collapsed = any(how == "collapse" for _, how in done)
     return Rewrite(
-        source=cu.replace(tree, edits).code,
+        source=cu.emit(cu.replace(tree, edits), tree),
         family=Family.BLOCK_REDUCTION,
         kernels=tuple(k for k, _ in done),
         mechanism=(

@@ -627,7 +627,7 @@ def tile_strided_walk(source: str, inp: RuleInput) -> Rewrite | None:
     names = ", ".join(p.kernel.name for p in plans)
     widths = ", ".join(f"{p.block}={p.width}" for p in plans)
     return Rewrite(
-        source=new.code,
+        source=cu.emit(new, tree),
         family=Family.COALESCE,
         kernels=tuple(p.kernel.name for p in plans),
         mechanism=(

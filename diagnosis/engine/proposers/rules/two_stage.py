@@ -519,7 +519,7 @@ def two_stage_whole_reduction(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     names = ", ".join(f"{k} ({how})" for k, how in done)
     return Rewrite(
-        source=cu.replace(tree, edits).code,
+        source=cu.emit(cu.replace(tree, edits), tree),
         family=Family.TWO_STAGE,
         kernels=tuple(k for k, _ in done),
         mechanism=(
