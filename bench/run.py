@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:  # run as `python bench/run.py` from anywhere
 from diagnosis.engine import devices, report, serialize  # noqa: E402
 from diagnosis.engine.evidence import Tier  # noqa: E402
 from diagnosis.engine.loop import run_loop  # noqa: E402
-from diagnosis.engine.records import LoopConfig, LoopResult, NullObserver, RoundRecord  # noqa: E402
+from diagnosis.engine.records import LoopConfig, LoopResult, NullObserver, RoundRecord, StopReason  # noqa: E402
 from runner.execute import Executor  # noqa: E402
 from runner.sandbox import Limits  # noqa: E402
 
@@ -144,6 +144,11 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             target=args.target,
             proposer="rules",
             patience=args.patience,
+            # --op-budget is the rounds' budget: the initial version's verify (a first compile
+            # can take minutes: a 2^20-element block on the H200) is recorded apart, as
+            # baseline_wall_s, and never leaves an operator without rounds
+            round_time_budget_s=args.op_budget,
+            compile_timeout_s=args.compile_timeout,
             verify_options={
                 "timed_case_seeds": args.timed_case_seeds,
                 "rounds": args.timing_rounds,
@@ -151,10 +156,8 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
                 "rep_ms": args.rep_ms,
             },
         )
-        op_deadline = t0 + args.op_budget if args.op_budget else None
-        if deadline is not None:
-            op_deadline = deadline if op_deadline is None else min(op_deadline, deadline)
-        observer = BenchObserver(name, op_deadline, quiet=args.quiet)
+        # the suite's --time-budget is wall clock, baseline included
+        observer = BenchObserver(name, deadline, quiet=args.quiet)
         result = run_loop(source, executor=executor, config=config, observer=observer)
         record.update(serialize.loop_result_json(result, sources=False, rounds=True))
         record["best_source"] = result.best_source if result.improved else None
@@ -168,9 +171,11 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
             record["device_s"] = round((record.get("device_s") or 0.0) + extra_s, 3)
         record["jobs"] = job_summary(executor)
         record["timeline"] = job_timeline(executor)
-        if observer.stopped_by_deadline:  # the loop says 'cancelled'; say whose budget it was
+        if result.stop_reason is StopReason.TIME_BUDGET:  # the name results files have used for it
             record["stop_reason"] = "op_budget"
-            record["stop_detail"] = (record.get("stop_detail") or "") + " (operator time budget)"
+        elif observer.stopped_by_deadline:  # the loop says 'cancelled'; say whose budget it was
+            record["stop_reason"] = "time_budget"
+            record["stop_detail"] = (record.get("stop_detail") or "") + " (the suite's --time-budget)"
     except Exception as exc:  # an operator that breaks the harness must not stop the suite
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = traceback.format_exc()[-4000:]
@@ -255,11 +260,12 @@ def child_argv(path: Path, args: argparse.Namespace, out_json: Path, remaining: 
         argv += ["--target", args.target]
     if args.job_timeout:
         argv += ["--job-timeout", str(args.job_timeout)]
-    op_budget = args.op_budget
-    if remaining is not None:
-        op_budget = min(op_budget, remaining) if op_budget else remaining
-    if op_budget:
-        argv += ["--op-budget", str(max(1.0, op_budget))]
+    if args.compile_timeout:
+        argv += ["--compile-timeout", str(args.compile_timeout)]
+    if args.op_budget:  # the rounds' budget, after the operator's baseline
+        argv += ["--op-budget", str(args.op_budget)]
+    if remaining is not None:  # what is left of the suite's --time-budget: wall clock, baseline included
+        argv += ["--deadline-in", str(max(1.0, remaining))]
     if args.no_final_check:
         argv.append("--no-final-check")
     if args.quiet:
@@ -506,7 +512,7 @@ def render_results_md(result: dict[str, Any], json_name: str, notes: str = "") -
         f"({meta.get('device', '?')}), {meta.get('rounds', '?')} rounds per operator, "
         f"{len(ops)} operators from `{meta.get('source', '?')}`"
         + (f" matching `{meta['only']}`" if meta.get("only") else "")
-        + (f", at most {meta['op_budget']:.0f} s per operator" if meta.get("op_budget") else "")
+        + (f", at most {meta['op_budget']:.0f} s of rounds per operator" if meta.get("op_budget") else "")
         + (f", code tree `{meta['tree'][:12]}`" if meta.get("tree") else "")
         + (f" (commit `{meta['commit']}`)" if meta.get("tree") and meta.get("commit") else "")
         + (f", code trees {', '.join(f'`{t[:12]}`' for t in meta['trees'])} (mixed)" if meta.get("trees") else "")
@@ -608,9 +614,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--longest-first", default=None, metavar="JSON",
                    help="start operators in order of their wall seconds in this earlier result, longest first")  # fmt: skip
     p.add_argument(
-        "--op-budget", type=float, default=None, help="seconds per operator; no new round after that"
-    )
+        "--op-budget", type=float, default=None,
+        help="seconds of rounds per operator, counted after its initial version's verify; no new round after that",
+    )  # fmt: skip
     p.add_argument("--job-timeout", type=float, default=None, help="wall seconds per child job")
+    p.add_argument("--compile-timeout", type=float, default=None,
+                   help="seconds each compile of a candidate's kernels may take; a config past it is dropped")  # fmt: skip
     p.add_argument("--sol-stop", type=float, default=0.85)
     p.add_argument("--max-tier", type=int, default=int(Tier.COMPILER), choices=[int(t) for t in Tier])
     p.add_argument("--patience", type=int, default=2)
@@ -628,6 +637,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--notes", default=None, metavar="MD",
                    help="a markdown file whose text goes into the results page after the summary")  # fmt: skip
     p.add_argument("--one-json", default=None, help=argparse.SUPPRESS)  # internal: --jobs worker
+    # internal: what is left of the suite's --time-budget for a --jobs worker
+    p.add_argument("--deadline-in", type=float, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -656,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
 
     files = discover(args.paths, args.only)
     if args.one_json:  # worker of --jobs: one operator, record to a file
-        deadline = time.monotonic() + args.op_budget if args.op_budget else None
+        deadline = time.monotonic() + args.deadline_in if args.deadline_in is not None else None
         rec = run_operator(files[0], args, deadline)
         Path(args.one_json).write_text(json.dumps(rec, default=str))
         return 0

@@ -172,6 +172,8 @@ def loop_result(run: DiagnosisRun, rounds: list[Round]) -> LoopResult | None:
         baseline_device_s=summary.baseline_device_s,
         device_name=summary.device_name,
         error=summary.error or run.error,
+        unchecked=summary.unchecked,
+        skipped_cases=summary.skipped_cases,
     )
 
 

@@ -177,6 +177,11 @@ KERNELOPT_SOL_STOP_FRACTION = envfloat("KERNELOPT_SOL_STOP_FRACTION", 0.85)
 KERNELOPT_STALE_RUN_SECONDS = envint("KERNELOPT_STALE_RUN_SECONDS", 900, minimum=10)
 KERNELOPT_MAX_RUN_ATTEMPTS = envint("KERNELOPT_MAX_RUN_ATTEMPTS", 3, minimum=1)
 KERNELOPT_RETRY_BACKOFF_S = envfloat("KERNELOPT_RETRY_BACKOFF_S", 5.0)
+# Seconds of rounds per run, counted after the initial version's verify (0: no limit), and
+# seconds each compile of a candidate's kernels may take before its config is dropped (0: no
+# bound but the job's own time limit; runner.childlib.compile_bound).
+KERNELOPT_ROUND_TIME_BUDGET_S = envfloat("KERNELOPT_ROUND_TIME_BUDGET_S", 0.0)
+KERNELOPT_COMPILE_TIMEOUT_S = envfloat("KERNELOPT_COMPILE_TIMEOUT_S", 0.0)
 
 # LLM proposer (optional): any OpenAI-compatible endpoint (a hosted API, vLLM, llama.cpp's
 # server, Ollama). With LLM_BASE_URL and LLM_MODEL set, the upload form offers the llm and

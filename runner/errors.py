@@ -19,6 +19,7 @@ KINDS: dict[str, str] = {
     "no_checkable_case": "no input case is small enough to check on this device (cpu: the interpreter)",
     "state_dict_mismatch": "ModelNew cannot take Model's state dict",
     "compile_error": "Triton could not compile a kernel of the module",
+    "compile_timeout": "a kernel's compile ran past the job's bound (options.compile_timeout_s) and was stopped",
     "exception": "user code raised while running (forward, constructor, sys.exit, ...)",
     "shape_mismatch": "ModelNew's output has another structure or shape than Model's",
     "dtype_mismatch": "ModelNew's output has another dtype than Model's",
@@ -123,6 +124,8 @@ def classify_exception(exc: BaseException) -> str:
     name = type(exc).__name__
     text = str(exc)
     lowered = text.lower()
+    if name == "CompileTimeout":  # runner.childlib.compile_bound's; an OutOfResources by type
+        return "compile_timeout"
     if isinstance(exc, MemoryError) or name == "OutOfMemoryError":
         return "oom"
     if (

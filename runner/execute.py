@@ -25,6 +25,7 @@ from diagnosis.engine.executor import (
     CaseCheck,
     CaseMeasurement,
     CompileOutcome,
+    DroppedCompile,
     InputCase,
     JobCost,
     JobOptions,
@@ -316,7 +317,9 @@ class Executor:
 
         options: cpu_max_elements (cpu case size limit, default 2**16), tolerance
         ({atol, rtol, l2} override), timed_case_seeds (check the timed cases on the first N
-        seeds only; verify cases always get every seed), rounds / warmup_ms / rep_ms (timing).
+        seeds only; verify cases always get every seed), rounds / warmup_ms / rep_ms (timing),
+        compile_timeout_s (each compile of the candidate's kernels; see
+        runner.childlib.compile_bound).
         """
         opts: dict[str, Any] = {"time": time, **(options or {})}
         seeds = list(seeds) or [0]
@@ -404,6 +407,10 @@ class Executor:
             suspect=bool(timing and timing.suspect),
             speedup=timing.speedup if timing else None,
             profile=verify_profile(result, timing) if passed else None,
+            compile_dropped=tuple(
+                DroppedCompile(str(d.get("kernel", "")), str(d.get("config", "")), float(d.get("limit_s") or 0.0))
+                for d in result.get("compile_dropped", ())
+            ),
         )
 
     def time(

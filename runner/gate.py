@@ -610,6 +610,11 @@ def judge(
     }
     if passed and final and answer and isinstance(answer.get("timing"), Mapping):
         result["timing"] = answer["timing"]
+    # compiles the job stopped at the compile bound (runner.childlib.compile_bound): the job's own
+    # word, like its timings; what they say is shown, never trusted for correctness
+    dropped = (answer or {}).get("compile_dropped")
+    if isinstance(dropped, list):
+        result["compile_dropped"] = [d for d in dropped if isinstance(d, Mapping)][:100]
     return Verdict(result, error)
 
 

@@ -217,6 +217,8 @@ def _drive(claim: Claim, stop: StopCheck, *, executor: Any | None, proposer: Any
         target=run.target or None,
         proposer=run.proposer,
         patterns=patterns,
+        round_time_budget_s=settings.KERNELOPT_ROUND_TIME_BUDGET_S or None,
+        compile_timeout_s=settings.KERNELOPT_COMPILE_TIMEOUT_S or None,
     )
     recorder = persist.RunRecorder(run, should_stop=stop, round_offset=offset)
     executor = executor if executor is not None else make_executor(run)
@@ -254,7 +256,8 @@ def finish(
         "wall_s": F("wall_s") + rest_wall,
         "device_s": F("device_s") + rest_device,
         "tokens": F("tokens") + rest_tokens,
-        "best_version": None if result.improved else run.version,
+        # an initial version that could not be checked is no verified best
+        "best_version": None if result.improved or not result.checked else run.version,
     }
     if result.stop_reason is StopReason.INITIAL_FAILED:
         updated = owned(claim).update(

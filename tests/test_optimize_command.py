@@ -180,6 +180,10 @@ def test_it_reports_why_strided_loads_are_scalar_on_cpu(capsys) -> None:
     report = optimize_json(str(KERNELS / "colsum_strided.py"), "--device", "cpu", "--arch", "sm_90", capsys=capsys)
 
     assert report["run"]["status"] == "done" and report["run"]["stop_reason"] == "diagnosed_only"
+    # the run says the kernel was never checked, and names no verified best version
+    run = DiagnosisRun.objects.get()
+    assert run.summary["checked"] is False and "NOT checked" in run.summary["stop_detail"]
+    assert run.best_version is None
     found = codes_at(report)
     assert ("IR_SCALAR_GLOBAL", 2, (16,)) in found
     assert ("CG_STRIDED_ACCESS", 3, (16,)) in found

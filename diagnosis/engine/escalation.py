@@ -89,6 +89,18 @@ def top_severity_families(findings: Iterable[Finding]) -> set[Family]:
 # the decision
 
 TESTS = ("localizes", "narrows", "explains")
+# Each test that failed, in a kernel engineer's words (the decisions' reasons are shown on the
+# run page and in reports).
+FAILED_TEST_WORDS = {
+    "localizes": "the evidence names no line",
+    "narrows": "no finding points at one rewrite",
+    "explains": "no finding explains why a rewrite would be faster",
+}
+
+
+def failing_words(failed: Sequence[str]) -> str:
+    """What the failed tests mean, joined: 'the evidence names no line; no finding ...'."""
+    return "; ".join(FAILED_TEST_WORDS[t] for t in TESTS if t in failed)
 
 
 @dataclass(frozen=True)
@@ -134,28 +146,27 @@ def decide(results: Sequence[TierResult], *, max_tier: Tier, available: set[Tier
         return Decision(
             False,
             None,
-            f"sufficient: evidence up to tier {int(deepest)} localizes, narrows and explains",
+            f"sufficient: up to tier {int(deepest)} the evidence names the lines, points at one rewrite "
+            "and explains why it would be faster",
             family,
             (),
         )
 
     nxt = _next_tier(deepest, max_tier, available)
-    failing = ", ".join(f"does not {t.removesuffix('s')}" for t in failed)
+    failing = failing_words(failed)
     if nxt is not None:
         skipped = [t for t in Tier if deepest is not None and deepest < t < nxt]
-        note = f" (tier {', '.join(str(int(t)) for t in skipped)} unavailable)" if skipped else ""
-        return Decision(True, nxt, f"climb to tier {int(nxt)}{note}: the evidence {failing}", family, failed)
+        note = f" (tier {', '.join(str(int(t)) for t in skipped)} cannot run here)" if skipped else ""
+        return Decision(True, nxt, f"climb to tier {int(nxt)}{note}: {failing}", family, failed)
 
-    why = "max tier reached" if deepest is not None and deepest >= max_tier else "no higher tier available"
+    why = (
+        f"tier {int(deepest)} is the deepest allowed"
+        if deepest is not None and deepest >= max_tier
+        else "no deeper tier can run here"
+    )
     if not explains or family is None:
-        return Decision(
-            False,
-            None,
-            f"inconclusive: {why}; the deepest evidence (tier {int(deepest)}) {failing}",
-            family,
-            failed,
-        )
-    return Decision(False, None, f"partial: {why}; the evidence {failing}", family, failed)
+        return Decision(False, None, f"inconclusive: {failing} ({why})", family, failed)
+    return Decision(False, None, f"partial: {failing} ({why})", family, failed)
 
 
 def _next_tier(deepest: Tier | None, max_tier: Tier, available: set[Tier]) -> Tier | None:

@@ -186,6 +186,19 @@ class InputCase:
 
 
 @dataclass(frozen=True)
+class DroppedCompile:
+    """A compile of the candidate's kernels that ran past the job's compile bound and was
+    stopped: an autotune config dropped from the choice, or the launch that failed the job."""
+
+    kernel: str
+    config: str  # 'BLOCK=1048576, num_warps=4, num_stages=3'
+    limit_s: float
+
+    def describe(self) -> str:
+        return f"{self.kernel} ({self.config})"
+
+
+@dataclass(frozen=True)
 class VerifyOutcome(Outcome):
     passed: bool = False  # the correctness gate (compiles, runs, correct, launches, sensitive)
     verdict: TimingVerdict = TimingVerdict.FAILED
@@ -204,6 +217,8 @@ class VerifyOutcome(Outcome):
     # tier 1's profile of the version under test, from this job's own runs (its launches on
     # the first seed, its interleaved times): None unless the gate passed and it was timed
     profile: ProfileResult | None = None
+    # compiles stopped by options.compile_timeout_s (runner.childlib.compile_bound)
+    compile_dropped: tuple[DroppedCompile, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,20 @@ explains nothing, or whose families have no applicable rewrite, is inconclusive:
 proposer is not asked to guess. Families that failed or gave no gain on a source are not
 tried again on that source (the proposer gets that history).
 
+Three refinements keep rounds evidence-backed without giving up early:
+
+* far from speed-of-light (the parent's best case under `LoopConfig.explore_below_sol`), an
+  inconclusive decision still tries each family some actionable finding names (low severity
+  included), best score first, before the round is called inconclusive;
+* a counterfactual recompile that tier 3 confirmed (spills gone, async copies or MMA
+  appearing, wider loads) is written into the source and verified first in a round of its
+  family (`proposers.rules.overrides`);
+* a round that would replay the last one (same parent, inconclusive, nothing ruled out
+  since) is not run: the loop stops there.
+
+`LoopConfig.round_time_budget_s` counts the rounds' time from the end of the baseline's
+verify, whose cost (first compiles included) is `LoopResult.baseline_wall_s`.
+
 Device time is what a run is short of, so no child job is repeated:
 
 * the initial version gets one verify job (every seed; the gate covers what the validate job
@@ -61,6 +75,7 @@ from diagnosis.engine.proposers.base import (
     rejected_families,
 )
 from diagnosis.engine.proposers.rules import RulesProposer
+from diagnosis.engine.proposers.rules.overrides import counterfactual_candidates
 from diagnosis.engine.records import (
     CandidateOutcome,
     CaseTiming,
@@ -187,6 +202,11 @@ class _Loop:
         self.case_shapes: tuple[CaseShape, ...] = ()  # CaseShape per input case, from the baseline's verify
         self.unverifiable = False  # the baseline found no case this device can check
         self.diagnose_only = False  # then rounds gather evidence and propose nothing
+        self.baseline_skipped: tuple[str, ...] = ()  # the baseline's cases too big for this device
+        # round index -> whether a round on the same evidence might end otherwise (a proposer
+        # error that may pass); see `_replays`
+        self.retryable = False
+        self.retryable_rounds: dict[int, bool] = {}
         self.available = {Tier.TRIAGE, Tier.IR, Tier.COMPILER} | (
             {Tier.PROFILE} if self.timing_device else set()
         )
@@ -226,10 +246,12 @@ class _Loop:
             baseline_wall_s=meter.wall_s,
             baseline_device_s=meter.device_s,
         )
+        result.skipped_cases = self.baseline_skipped
         if base_stats is None and self.unverifiable:
             # Every case is too big for the interpreter (cpu): nothing can be verified, so
             # nothing is proposed, but tiers 0, 2 and 3 need no execution and still say why
-            # the kernel is slow. One round of evidence, recorded like any other.
+            # the kernel is slow. One round of evidence, recorded like any other; the result
+            # says plainly that the kernel itself was never checked.
             parent = _Version(self.initial_source, self._write(self.initial_source),
                               VersionStats(sha256(self.initial_source), ()))  # fmt: skip
             self.diagnose_only = True
@@ -238,7 +260,11 @@ class _Loop:
             result.rounds.append(record)
             self.observer.round_finished(1, record)
             result.stop_reason = StopReason.DIAGNOSED_ONLY
-            result.stop_detail = f"diagnosis only, nothing verified or proposed: {error}"
+            result.unchecked = error.removeprefix("no_checkable_case: ")
+            result.stop_detail = (
+                f"the kernel was NOT checked for correctness on this device ({result.unchecked}); "
+                "diagnosis only, nothing proposed"
+            )
             return self._finish(result, meter, t0)
         if base_stats is None:
             result.stop_reason = StopReason.INITIAL_FAILED
@@ -251,7 +277,17 @@ class _Loop:
         idle = 0
         result.stop_reason = StopReason.ROUND_BUDGET
         result.stop_detail = f"used the round budget ({self.config.round_budget} rounds)"
+        # the rounds' own clock: the baseline's verify (compiles, autotuning) is not charged to it
+        rounds_t0 = time.perf_counter()
+        budget = self.config.round_time_budget_s
         for index in range(1, self.config.round_budget + 1):
+            if budget is not None and time.perf_counter() - rounds_t0 > budget:
+                result.stop_reason = StopReason.TIME_BUDGET
+                result.stop_detail = (
+                    f"used the rounds' time budget ({budget:g} s) in {index - 1} round(s); the initial "
+                    f"version's verify took {result.baseline_wall_s:.1f} s before it, not counted"
+                )
+                break
             if self._sol_reached(parent.stats):
                 result.stop_reason = StopReason.SOL_REACHED
                 result.stop_detail = (
@@ -263,8 +299,21 @@ class _Loop:
                 result.stop_reason = StopReason.CANCELLED
                 result.stop_detail = f"stopped by the caller before round {index}"
                 break
+            last = result.rounds[-1] if result.rounds else None
+            if last is not None and self._replays(last, parent):
+                # Every tier's result is cached per source and nothing was ruled out since:
+                # another round would run no tier and propose nothing. It is not run (a round
+                # that did nothing is no round).
+                result.stop_reason = StopReason.NOTHING_LEFT
+                result.stop_detail = (
+                    f"nothing left to try on the best version: round {last.index} found nothing to change "
+                    f"and a new round would see the same evidence ({last.reason})"
+                )
+                break
             self.observer.round_started(index, parent.source)
+            self.retryable = False
             record, winner, stop = self._round(index, parent)
+            self.retryable_rounds[record.index] = self.retryable
             result.rounds.append(record)
             self.observer.round_finished(index, record)
             if winner is not None:
@@ -300,6 +349,17 @@ class _Loop:
         result.device_name = self.device_name
         return result
 
+    def _replays(self, last: RoundRecord, parent: _Version) -> bool:
+        """Whether a round on `parent` would replay `last`: it was on the same parent, found
+        nothing to change (inconclusive) and no passing failure could end it otherwise. The
+        tiers' results are cached per source and nothing was ruled out since, so the same
+        evidence would give the same decision."""
+        return (
+            last.parent_sha256 == parent.sha
+            and last.verdict is Verdict.INCONCLUSIVE
+            and not self.retryable_rounds.get(last.index, False)
+        )
+
     def _sol_reached(self, stats: VersionStats) -> bool:
         pct = stats.pct_sol
         return pct is not None and pct >= 100.0 * self.config.sol_stop_fraction
@@ -314,6 +374,7 @@ class _Loop:
             path, None, seeds=list(self.config.seeds), time=self.gate_profiles, options=self.config.verify_options
         )
         self.case_shapes = _with_launch_ints(_case_shapes(outcome.input_cases), outcome.cases)
+        self.baseline_skipped = tuple(str(s.get("label", "")) for s in outcome.skipped)
         if not (outcome.ok and outcome.passed):
             self.unverifiable = not self.timing_device and outcome.kind == "no_checkable_case"
             return None, outcome.error_text
@@ -362,28 +423,44 @@ class _Loop:
         chosen: list[Candidate] = []
         family: Family | None = None
         attempts: list[str] = []
+        explored: list[str] = []
         while True:
             excluded = failed | no_rewrite
             decision = self._climb(index, parent, results, excluded, record, cost, notes)
             family = self._family(decision, results, excluded)
             if decision.inconclusive:
-                record.reason = decision.reason
-                family = None  # no hypothesis: the evidence explains nothing (never a guess)
-                break
+                family = self._explore(parent, results, excluded)
+                if family is None:
+                    record.reason = decision.reason + self._ruled_out(parent, results, history, no_rewrite)
+                    break  # no hypothesis: nothing in the evidence points at a change (never a guess)
+                explored.append(str(family))
             if family is None:
                 record.reason = f"{decision.reason}; the findings map to no untried rewrite family"
                 break
             if self.diagnose_only:
-                record.reason = f"{decision.reason}; no proposal: nothing can be verified on this device"
+                record.reason = (
+                    f"{decision.reason}; no proposal: no case is small enough for this device to check "
+                    "a rewrite's correctness"
+                )
                 break
-            candidates, error = self._propose(index, parent, results, excluded, family, cost)
+            # A counterfactual that already showed the fix in the IR is the candidate; the
+            # proposer is asked only for what it leaves of the round's candidate budget.
+            candidates = self._confirmed(index, parent, results, family)
+            error = None
+            if len(candidates) < max(1, self.config.max_candidates):
+                proposed, error = self._propose(index, parent, results, excluded, family, cost)
+                candidates += proposed
             if error is not None:
-                record.reason = error.message
                 if error.permanent:
-                    stop = f"the proposer cannot continue: {record.reason}"
+                    stop = f"the proposer cannot continue: {error.message}"
                     if isinstance(error, TokenBudgetExhausted):
                         self.stop_reason = StopReason.TOKEN_BUDGET
-                break
+                else:
+                    self.retryable = True  # an endpoint that timed out may answer next round
+                if not candidates:
+                    record.reason = error.message
+                    break
+                notes.append(f"the proposer failed ({error.message}); the counterfactual's rewrite is verified")
             codes = {f.code for r in results for f in r.findings if f.family is family}
             chosen = _pick(candidates, family, codes, self.tried | {parent.sha}, self.config.max_candidates)
             if chosen:
@@ -393,6 +470,13 @@ class _Loop:
         record.tier_reached = max((r.tier for r in results), default=Tier.TRIAGE)
         record.findings = _dedupe([f for r in results for f in r.findings])
         record.tier_results = results
+        if explored:
+            best = _best_pct_sol(parent.stats)
+            notes.append(
+                f"far from speed-of-light (best case {best:.1f} %SOL, under "
+                f"{100 * self.config.explore_below_sol:.0f} %): tried the families the findings name "
+                f"although the evidence explains none: {', '.join(explored)}"
+            )
         if attempts:
             notes.append("no applicable rewrite for " + ", ".join(attempts))
         if family is not None:
@@ -458,6 +542,39 @@ class _Loop:
             after = decide([*views, _view(tr, excluded)], max_tier=self.config.max_tier, available=available)
             record.decisions.append(_decision_record(tier, after))
             self.observer.tier_done(index, tr, record.decisions[-1])
+
+    def _explore(self, parent: _Version, results: list[TierResult], excluded: set[Family]) -> Family | None:
+        """The next family to try when the evidence explains nothing: only far from
+        speed-of-light, the best-scored family that some actionable finding (low severity
+        included) names and that is not ruled out on this parent; None otherwise."""
+        best = _best_pct_sol(parent.stats)
+        if best is None or best >= 100.0 * self.config.explore_below_sol:
+            return None
+        backed = _backed_families([f for r in results for f in r.findings], excluded)
+        return backed[0] if backed else None
+
+    def _ruled_out(
+        self, parent: _Version, results: list[TierResult], history: list[RoundHistory], no_rewrite: set[Family]
+    ) -> str:
+        """Far from speed-of-light, why the families the findings name were not tried: '' when
+        the version is not far from SOL or the findings name none."""
+        best = _best_pct_sol(parent.stats)
+        named = _backed_families([f for r in results for f in r.findings], set())
+        if best is None or best >= 100.0 * self.config.explore_below_sol or not named:
+            return ""
+        why = []
+        for fam in named:
+            tried = next((h for h in reversed(history) if h.family is fam and h.verdict.rejected), None)
+            if tried is not None:
+                why.append(f"{fam} ({tried.verdict} in round {tried.index})")
+            elif fam in no_rewrite:
+                why.append(f"{fam} (no applicable rewrite)")
+        return (
+            f"; far from speed-of-light (best case {best:.1f} %SOL), but every family the findings name "
+            f"is ruled out on this version: {', '.join(why)}"
+            if why
+            else ""
+        )
 
     def _family(self, decision: Decision, results: list[TierResult], excluded: set[Family]) -> Family | None:
         if decision.family is not None and decision.family not in excluded:
@@ -579,16 +696,7 @@ class _Loop:
         # The hypothesis' family first, best-scored first: a proposer that takes the head of
         # the list acts on what the evidence narrowed to.
         findings.sort(key=lambda f: (f.family is not family, -score(f)))
-        context = ProposalContext(
-            cases=self.case_shapes,
-            device=self.device_spec,
-            device_kind=self.config.device,
-            target=self.config.target,
-            history=tuple(self.history.get(parent.sha, [])),
-            round_index=index,
-            max_candidates=max(2, self.config.max_candidates),
-            family=family,
-        )
+        context = self._context(index, parent, family)
         try:
             candidates = list(self.proposer.propose(parent.source, findings, context))
         except ProposerError as exc:
@@ -602,6 +710,24 @@ class _Loop:
         for c in candidates:
             cost.llm = add_usage(cost.llm, c.usage)
         return candidates, None
+
+    def _context(self, index: int, parent: _Version, family: Family | None = None) -> ProposalContext:
+        return ProposalContext(
+            cases=self.case_shapes,
+            device=self.device_spec,
+            device_kind=self.config.device,
+            target=self.config.target,
+            history=tuple(self.history.get(parent.sha, [])),
+            round_index=index,
+            max_candidates=max(2, self.config.max_candidates),
+            family=family,
+        )
+
+    def _confirmed(self, index: int, parent: _Version, results: list[TierResult], family: Family) -> list[Candidate]:
+        """The rewrites of tier 3's confirmed counterfactuals of `family`, not verified before."""
+        findings = [f for r in results for f in r.findings]
+        made = counterfactual_candidates(parent.source, findings, self._context(index, parent, family), family)
+        return [c for c in made if sha256(c.source) not in self.tried]
 
     # -- verifying
 
@@ -644,6 +770,11 @@ class _Loop:
         record.outcome = outcome
         record.verdict = verdict
         record.reason = why if not record.reason else f"{why}; {record.reason}"
+        if outcome.dropped_compiles and self.config.compile_timeout_s is not None:
+            record.reason += (
+                f"; compiles stopped after {self.config.compile_timeout_s:g} s (configs dropped): "
+                + ", ".join(outcome.dropped_compiles)
+            )
         return version
 
     def _verify(self, parent: _Version, cand: Candidate) -> CandidateOutcome:
@@ -655,10 +786,13 @@ class _Loop:
                 message=f"the candidate changes what it is judged against: {', '.join(changed)}",
             )
         path = self._write(cand.source)
+        options = dict(self.config.verify_options)
+        if self.config.compile_timeout_s is not None:
+            options["compile_timeout_s"] = self.config.compile_timeout_s
         # judged against the initial upload's Model and inputs, whose reference outputs the
         # executor computed once for the baseline: no promoted candidate's file is ever the reference
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
-                                   time=self.timing_device, options=self.config.verify_options,
+                                   time=self.timing_device, options=options,
                                    reference=self._write(self.initial_source))  # fmt: skip
         if self.gate_profiles and out.profile is not None:
             # the candidate's profile came with its gate: if it wins, tier 1 reads it from here
@@ -693,6 +827,9 @@ class _Loop:
             suspect=out.suspect,
             autotune_choices=tuple((c.label, c.autotune_choices) for c in out.cases if c.autotune_choices),
             gate_notes=out.notes,
+            checked=tuple(out.checked),
+            skipped=tuple(str(s.get("label", "")) for s in out.skipped),
+            dropped_compiles=tuple(d.describe() for d in out.compile_dropped),
         )
 
     def _judge(self, outcome: CandidateOutcome) -> tuple[Verdict, str]:
@@ -703,7 +840,8 @@ class _Loop:
         if outcome.suspect:
             return Verdict.FAILED, "suspect: a case ran faster than the speed-of-light bound"
         if not outcome.timed:
-            return Verdict.NO_GAIN, "correct; not timed on this device, so never counted as faster"
+            # a kernel engineer's words: the rewrite is right, its speed is unknown (not "no gain")
+            return Verdict.UNTIMED, f"correct on {outcome.coverage}; speed not measured on this device"
         # each case against its own floor (the wider spread of its parent's and its own timings;
         # the largest one when the outcome has no per-case floors), never below the loop's
         # minimum gain
@@ -806,6 +944,22 @@ def _decision_record(tier: Tier, decision: Decision) -> DecisionRecord:
         family=decision.family,
         failed_tests=tuple(decision.failed_tests),
     )
+
+
+def _best_pct_sol(stats: VersionStats) -> float | None:
+    """The %SOL of the version's case closest to speed-of-light; None when nothing was timed."""
+    pcts = [c.pct_sol for c in stats.cases if c.pct_sol is not None]
+    return max(pcts) if pcts else None
+
+
+def _backed_families(findings: list[Finding], excluded: set[Family]) -> list[Family]:
+    """Families named by an actionable finding (any severity above info), best score first;
+    ties keep the order the findings came in."""
+    best: dict[Family, float] = {}
+    for f in actionable(findings):
+        if f.family not in excluded:
+            best[f.family] = max(best.get(f.family, 0.0), score(f))
+    return sorted(best, key=lambda fam: -best[fam])
 
 
 def _mechanism(family: Family) -> str:

@@ -53,6 +53,7 @@ class StopReason(enum.StrEnum):
     INITIAL_FAILED = "initial_failed"  # the uploaded version does not validate or is incorrect
     DIAGNOSED_ONLY = "diagnosed_only"  # no case fits this device's correctness check: evidence only
     TOKEN_BUDGET = "token_budget"  # the run's LLM token cap leaves too little for another request
+    TIME_BUDGET = "time_budget"  # the rounds used LoopConfig.round_time_budget_s
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,19 @@ class LoopConfig:
     min_gain: float = 0.02  # a win must also beat 1 + min_gain on the geomean, whatever the measured floor
     max_candidates: int = 1  # candidates verified per round
     ncu: bool = False  # hardware counters in tier 1 (slow: one more process and kernel replays)
+    # Far from speed-of-light (the parent's best case below this fraction of SOL) every finding's
+    # family counts as backed, low severity included, before a round is called inconclusive:
+    # there is much to win and the evidence names these families, even if it explains none.
+    explore_below_sol: float = 0.5
     patterns: tuple[PatternSpec, ...] = ()  # the pattern library tier 0 matches
+    # Seconds the rounds may take, counted from the end of the initial version's verify (whose
+    # cost, compile included, is LoopResult.baseline_wall_s, apart): no round starts after that.
+    # A kernel whose first compile takes minutes then still gets its rounds. None: no limit.
+    round_time_budget_s: float | None = None
+    # Seconds each compile of a candidate's kernels may take in its verify job (each autotune
+    # config's, each launch's); one that runs past is stopped and its config dropped, with the
+    # reason in the round (runner.childlib.compile_bound). None: no bound but the job's own.
+    compile_timeout_s: float | None = None
     # Passed to every verify job: timed_case_seeds (the big timed cases on the first N seeds
     # only; verify inputs always get every seed), rounds / warmup_ms / rep_ms (timing), tolerance.
     verify_options: dict[str, object] = field(default_factory=dict)
@@ -194,6 +207,14 @@ class CandidateOutcome:
     # what the gate checked beyond the module's cases: the odd-shaped cases it derived, or why
     # none could be (VerifyOutcome.notes)
     gate_notes: tuple[str, ...] = ()
+    # the labels of the cases the gate checked ('case 0', 'verify 1') and of those it left out as
+    # too big for this device (cpu: the interpreter); empty on outcomes stored before they were kept
+    checked: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    # compiles of the candidate's kernels stopped at LoopConfig.compile_timeout_s, e.g.
+    # 'k (BLOCK=1048576, num_warps=4, num_stages=3)': autotune configs dropped from the choice
+    # (or, when the gate failed with compile_timeout, the launch that failed it)
+    dropped_compiles: tuple[str, ...] = ()
 
     @property
     def timed(self) -> bool:
@@ -205,6 +226,16 @@ class CandidateOutcome:
             (p / c.time_ms) if (p and c.time_ms) else None
             for c, p in zip(self.cases, self.parent_ms, strict=False)
         )
+
+    @property
+    def coverage(self) -> str:
+        """Which cases the gate checked, in words: 'every case', or 'the 3 cases small enough
+        for this device (5 left out)'."""
+        if not self.skipped:
+            return "every case"
+        n = len(self.checked)
+        left = ", ".join(self.skipped[:4]) + (", ..." if len(self.skipped) > 4 else "")
+        return f"the {n} case{'s' if n != 1 else ''} small enough for this device ({len(self.skipped)} too big: {left})"
 
     @property
     def speedup(self) -> float | None:
@@ -267,10 +298,23 @@ class LoopResult:
     baseline_device_s: float = 0.0
     device_name: str = ""
     error: str = ""  # why the initial version failed, when it did
+    # Why the initial version's correctness could NOT be checked on this device ('' when it
+    # was): every case too big for the interpreter and no small get_verify_inputs() case. Such
+    # a run is evidence only; nothing it shows is verified.
+    unchecked: str = ""
+    # the initial version's cases too big for this device, left out of its check (cpu: the
+    # interpreter); it was checked on the others
+    skipped_cases: tuple[str, ...] = ()
 
     @property
     def improved(self) -> bool:
         return self.best_source != self.initial_source
+
+    @property
+    def checked(self) -> bool:
+        """The initial version's correctness was checked (on some case at least; it may have
+        failed): False only when this device could check no case of it."""
+        return not self.unchecked
 
     @property
     def speedup_over_initial(self) -> float | None:

@@ -60,7 +60,7 @@ JSON = dict[str, Any]  # a decoded JSON object: what the encoders write and the 
 
 MAX_EXCERPT_CHARS = 8000  # per evidence excerpt kept on a Finding row; the whole text is an Artefact
 # the round verdicts a loop report counts, in its key order
-REPORTED_VERDICTS = (Verdict.IMPROVED, Verdict.NO_GAIN, Verdict.FAILED, Verdict.INCONCLUSIVE)
+REPORTED_VERDICTS = (Verdict.IMPROVED, Verdict.NO_GAIN, Verdict.UNTIMED, Verdict.FAILED, Verdict.INCONCLUSIVE)
 
 
 # --- numbers --------------------------------------------------------------------------------
@@ -278,6 +278,12 @@ def outcome_json(o: CandidateOutcome | None) -> JSON | None:
         "device_s": rounded(o.device_s, 3),
         "autotune_choices": {label: list(c) for label, c in o.autotune_choices},
     }
+    # the gate's case lists, where the outcome has them (reports written before they were
+    # kept re-encode to what they hold)
+    if o.checked or o.skipped:
+        out.update(checked=list(o.checked), skipped=list(o.skipped))
+    if o.dropped_compiles:
+        out["dropped_compiles"] = list(o.dropped_compiles)
     if o.gate_notes:  # only where the gate said something: reports written before it read the same
         out["gate_notes"] = list(o.gate_notes)
     return out
@@ -301,7 +307,10 @@ def outcome_from_json(d: Mapping[str, Any] | None) -> CandidateOutcome | None:
         wall_s=float(d.get("wall_s") or 0.0),
         device_s=float(d.get("device_s") or 0.0),
         autotune_choices=_choices(d.get("autotune_choices")),
-        gate_notes=_notes(d.get("gate_notes")),
+        gate_notes=_labels(d.get("gate_notes")),
+        checked=_labels(d.get("checked")),
+        skipped=_labels(d.get("skipped")),
+        dropped_compiles=_labels(d.get("dropped_compiles")),
     )
 
 
@@ -334,6 +343,12 @@ def verification_json(o: CandidateOutcome) -> JSON:
         "suspect": o.suspect,
         "wall_s": o.wall_s,
         "device_s": o.device_s,
+        # the cases the gate checked and those too big for the device: "correct on every case"
+        # is only said when `skipped` is empty
+        "checked": list(o.checked),
+        "skipped": list(o.skipped),
+        # compiles stopped at the loop's compile bound (configs dropped from the choice)
+        **({"dropped_compiles": list(o.dropped_compiles)} if o.dropped_compiles else {}),
     }
     if o.gate_notes:
         stored["gate_notes"] = list(o.gate_notes)
@@ -365,13 +380,16 @@ def verification_from_json(d: object) -> CandidateOutcome | None:
         wall_s=float(d.get("wall_s") or 0.0),
         device_s=float(d.get("device_s") or 0.0),
         autotune_choices=_choices(d.get("autotune_choices")),
-        gate_notes=_notes(d.get("gate_notes")),
+        gate_notes=_labels(d.get("gate_notes")),
+        checked=_labels(d.get("checked")),
+        skipped=_labels(d.get("skipped")),
+        dropped_compiles=_labels(d.get("dropped_compiles")),
     )
 
 
-def _notes(d: object) -> tuple[str, ...]:
-    """The gate's notes; rows stored before the gate kept notes decode with none."""
-    return tuple(str(n) for n in d) if isinstance(d, list) else ()
+def _labels(d: object) -> tuple[str, ...]:
+    """A list of strings (case labels, the gate's notes); rows stored before it was kept: ()."""
+    return tuple(str(x) for x in d) if isinstance(d, list | tuple) else ()
 
 
 def _padded(values: Sequence[Any], cases: Sequence[CaseTiming]) -> list[Any]:
@@ -678,6 +696,8 @@ class LoopReport:
     baseline_device_s: float | None
     tokens: int
     rounds: tuple[RoundRecord, ...] | None = None  # None: written without rounds
+    unchecked: str = ""  # why the initial version could not be checked here ('' when it was)
+    skipped_cases: tuple[str, ...] = ()  # its cases too big for the device
     initial_source: str | None = None
     best_source: str | None = None
 
@@ -725,6 +745,8 @@ def loop_result_json(result: LoopResult, *, sources: bool = False, rounds: bool 
         "baseline_wall_s": rounded(result.baseline_wall_s, 3),
         "baseline_device_s": rounded(result.baseline_device_s, 3),
         "tokens": result.tokens,
+        "unchecked": result.unchecked,
+        "skipped_cases": list(result.skipped_cases),
     }
     if rounds:
         out["rounds"] = [round_json(r, sources=sources) for r in result.rounds]
@@ -763,6 +785,8 @@ def loop_report_from_json(d: Mapping[str, Any]) -> LoopReport:
         baseline_device_s=_opt_float(d.get("baseline_device_s")),
         tokens=int(d.get("tokens") or 0),
         rounds=None if "rounds" not in d else tuple(round_from_json(r) for r in d["rounds"]),
+        unchecked=str(d.get("unchecked") or ""),
+        skipped_cases=_labels(d.get("skipped_cases")),
         initial_source=d.get("initial_source"),
         best_source=d.get("best_source"),
     )
@@ -805,6 +829,11 @@ class RunSummary:
     baseline_wall_s: float
     baseline_device_s: float
     error: str
+    # False: the initial version could not be checked for correctness on this device, and
+    # `unchecked` says why; pages must say so rather than show it as the best version
+    checked: bool = True
+    unchecked: str = ""
+    skipped_cases: tuple[str, ...] = ()  # the initial version's cases too big for the device
 
 
 def summary_json(result: LoopResult, *, best_proposal_id: int | None, attempt: int) -> JSON:
@@ -827,6 +856,9 @@ def summary_json(result: LoopResult, *, best_proposal_id: int | None, attempt: i
         "baseline_wall_s": result.baseline_wall_s,
         "baseline_device_s": result.baseline_device_s,
         "error": result.error,
+        "checked": result.checked,
+        "unchecked": result.unchecked,
+        "skipped_cases": list(result.skipped_cases),
     }
 
 
@@ -853,4 +885,8 @@ def summary_from_json(d: object) -> RunSummary | None:
         baseline_wall_s=float(d.get("baseline_wall_s") or 0.0),
         baseline_device_s=float(d.get("baseline_device_s") or 0.0),
         error=str(d.get("error", "")),
+        # a summary stored before the flag: a diagnosis-only run is the one that checked nothing
+        checked=bool(d.get("checked", StopReason(d["stop_reason"]) is not StopReason.DIAGNOSED_ONLY)),
+        unchecked=str(d.get("unchecked") or ""),
+        skipped_cases=_labels(d.get("skipped_cases")),
     )

@@ -51,19 +51,32 @@ class Verdict(enum.StrEnum):
     Round rows (whose choices are built from it) and the reports."""
 
     IMPROVED = "improved"  # verified: correct everywhere, faster than its parent above the noise floor
-    NO_GAIN = "no-gain"  # correct, but not faster above the noise floor (or no timing on this device)
+    NO_GAIN = "no-gain"  # correct and timed, but not faster above the noise floor
     FAILED = "failed"  # did not compile, crashed, wrong answer, launches no Triton kernel, suspect time
     INCONCLUSIVE = "inconclusive"  # the deepest evidence explains nothing, or no rewrite applies
+    # correct on every case the device could check, but the device cannot time (cpu): whether it
+    # is faster is unknown, so never "no gain" and never promoted
+    UNTIMED = "untimed"
 
     @property
     def label(self) -> str:
-        return self.value.replace("-", " ")
+        """The verdict in a kernel engineer's words (the Round model's choice labels)."""
+        return _LABELS[self]
 
     @property
     def rejected(self) -> bool:
         """The round's proposal was tried and did not win: its family is not tried again on
-        the same parent."""
-        return self in (Verdict.FAILED, Verdict.NO_GAIN)
+        the same parent (an untimed one neither: the same rewrite would be checked again)."""
+        return self in (Verdict.FAILED, Verdict.NO_GAIN, Verdict.UNTIMED)
+
+
+_LABELS = {
+    Verdict.IMPROVED: "improved",
+    Verdict.NO_GAIN: "no gain",
+    Verdict.FAILED: "failed",
+    Verdict.INCONCLUSIVE: "inconclusive",
+    Verdict.UNTIMED: "correct, speed not measured",
+}
 
 
 class TimingVerdict(enum.StrEnum):

@@ -55,16 +55,33 @@ def write_all(fd: int, data: bytes) -> None:
 
 def user_line(exc: BaseException, paths: Sequence[str]) -> int | None:
     """The line of the uploaded file(s) where `exc` arose: a Triton compile error's own line,
-    else the deepest traceback frame inside one of `paths`."""
-    line = _compile_error_line(exc, paths)
-    if line is not None:
-        return line
-    tb, found = exc.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename in paths:
-            found = tb.tb_lineno
-        tb = tb.tb_next
-    return found
+    else the deepest traceback frame inside one of `paths`, looking at the innermost cause
+    first. Why the causes: the interpreter (cpu) re-raises a kernel's error as an
+    InterpreterError `from` it, whose own traceback ends at the launch in ModelNew.forward;
+    only the cause's runs through the kernel's lines (a `tl.arange(0, n)` on line 17 was
+    reported at the launch on line 24)."""
+    chain = _causes(exc)
+    for e in chain:
+        line = _compile_error_line(e, paths)
+        if line is not None:
+            return line
+    for e in reversed(chain):
+        tb, found = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename in paths:
+                found = tb.tb_lineno
+            tb = tb.tb_next
+        if found is not None:
+            return found
+    return None
+
+
+def _causes(exc: BaseException, limit: int = 8) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from, outermost first."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < limit and chain[-1].__cause__ not in chain:
+        chain.append(chain[-1].__cause__)
+    return chain
 
 
 def _compile_error_line(exc: BaseException, paths: Sequence[str]) -> int | None:

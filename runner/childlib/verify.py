@@ -91,6 +91,7 @@ from typing import Any
 
 from runner import tensordata
 from runner.backends import Backend
+from runner.childlib.compile_bound import with_compile_bound
 from runner.childlib.hostile import clone_inputs, user_call
 from runner.childlib.launches import Perturber, parse_target, record_launches
 from runner.childlib.module import build_models, to_device
@@ -239,6 +240,7 @@ def _await_decision(plan: Plan) -> bool | None:
     return None
 
 
+@with_compile_bound  # options.compile_timeout_s: each compile of the candidate's kernels is bounded
 def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand: types.ModuleType) -> dict:
     """The candidate half of the gate: run the plan, hand back data; raises JobFailed with the
     records so far when user code fails."""

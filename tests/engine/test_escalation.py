@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 import diagnosis.engine.tier0  # noqa: F401  (registers the T0 codes used below)
-from diagnosis.engine.escalation import Decision, choose_family, decide, modest_gain, top_finding
+from diagnosis.engine.escalation import (
+    FAILED_TEST_WORDS,
+    Decision,
+    choose_family,
+    decide,
+    modest_gain,
+    top_finding,
+)
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult
 
 ALL = {Tier.TRIAGE, Tier.PROFILE, Tier.IR, Tier.COMPILER}
@@ -112,7 +119,9 @@ def test_decide(results: list[TierResult], max_tier: Tier, available: set[Tier],
         ),
         pytest.param(DECISIONS[6].values[0], Tier.TRIAGE, ALL, "partial", id="partial"),
         pytest.param(DECISIONS[1].values[0], Tier.COMPILER, ALL, "sufficient", id="sufficient"),
-        pytest.param(DECISIONS[4].values[0], Tier.COMPILER, NO_DEVICE, "tier 1 unavailable", id="skipped"),
+        pytest.param(
+            DECISIONS[4].values[0], Tier.COMPILER, NO_DEVICE, "tier 1 cannot run here", id="skipped"
+        ),
     ],
 )
 def test_the_reason_says_what_happened(
@@ -121,6 +130,17 @@ def test_the_reason_says_what_happened(
     d = decide(results, max_tier=max_tier, available=available)
     assert word in d.reason
     assert d.inconclusive is (word == "inconclusive")
+
+
+@pytest.mark.parametrize(("results", "max_tier", "available", "expected"), DECISIONS)
+def test_the_reason_names_each_failed_test_in_words(
+    results: list[TierResult], max_tier: Tier, available: set[Tier], expected: tuple
+) -> None:
+    d = decide(results, max_tier=max_tier, available=available)
+    for test in d.failed_tests:
+        if results:
+            assert FAILED_TEST_WORDS[test] in d.reason
+    assert "does not" not in d.reason
 
 
 CHOICES = [

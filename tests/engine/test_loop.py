@@ -12,6 +12,7 @@ executor, the real tiers and the rules proposer.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from diagnosis.engine.executor import (
     CaseCheck,
     CaseMeasurement,
     CompileOutcome,
+    DroppedCompile,
     InputCase,
     JobCost,
     ProfileOutcome,
@@ -130,6 +132,7 @@ class FakeTimingExecutor:
         self.costs: list[JobCost] = []
         self.calls: list[tuple[str, str, str | None]] = []  # (job, module sha, candidate sha)
         self.compiled_cases: list[list[int] | None] = []  # the cases each compile job was given
+        self.verify_options: list[dict] = []  # the options each verify job was given
 
     def _record(self, job: str, path: str, candidate: str | None = None) -> None:
         self.costs.append(JobCost(job, self.device, JOB_S, True))
@@ -163,10 +166,18 @@ class FakeTimingExecutor:
     def verify(self, parent_path: str, candidate_path: str | None = None, seeds=(0, 1, 2), *, cases=None,
                time: bool = True, options=None, reference: str | None = None) -> VerifyOutcome:  # fmt: skip
         self._record("verify", parent_path, candidate_path)
+        self.verify_options.append(dict(options or {}))
         source = Path(candidate_path or parent_path).read_text()
         if "# fake-incorrect" in source:
             return VerifyOutcome(ok=False, error=JobError("incorrect", "case 0, seed 0: wrong values"),
                                  reason="incorrect", seeds=list(seeds))  # fmt: skip
+        if "# fake-too-big" in source:  # every case over the interpreter's limit, no verify input
+            return VerifyOutcome(
+                ok=False, error=JobError("no_checkable_case", "no case is small enough to check on this device "
+                                         "(limit 65536 elements); add get_verify_inputs() with small shapes"),
+                reason="no_checkable_case", seeds=list(seeds),
+                skipped=[{"label": f"case {i}", "kind": "timed", "index": i, "numel": 1 << 20} for i in range(N_CASES)],
+            )  # fmt: skip
         checks = [
             CaseCheck(
                 f"case {i}",
@@ -197,11 +208,14 @@ class FakeTimingExecutor:
         shapes = tuple(InputCase("timed", i, ((4096,),), ("float32",)) for i in range(N_CASES))
         return VerifyOutcome(
             ok=True, passed=True, verdict=timing.verdict if timing else TimingVerdict.UNTIMED, cases=checks,
-            seeds=list(seeds), timing=timing, faster=bool(timing and timing.faster),
+            checked=[c.label for c in checks], seeds=list(seeds), timing=timing, faster=bool(timing and timing.faster),
             suspect=bool(timing and timing.suspect), speedup=timing.speedup if timing else None,
             input_cases=shapes,
             # like the real executor: a timed gate's own runs are the version's profile
             profile=self._profile(source) if timing and timing.timed else None,
+            # `# fake-slow-compile`: the child's compile bound stopped one autotune config
+            compile_dropped=(DroppedCompile("k", "BLOCK=1048576, num_warps=4, num_stages=3", 60.0),)
+            if "# fake-slow-compile" in source else (),
         )  # fmt: skip
 
     def profile(self, path: str, ncu: bool = False, *, cases=None, options=None) -> ProfileOutcome:
@@ -369,7 +383,7 @@ def test_it_never_retries_a_family_that_failed_or_gave_no_gain_on_the_same_sourc
     verdicts = [str(r.verdict) for r in result.rounds]
     assert families[:2] == ["launch_config", "hints"]
     assert verdicts[:2] == ["no-gain", "no-gain"]  # 1.0x, and 1.01x is inside the 2 % minimum gain
-    assert verdicts[2:] == ["inconclusive", "inconclusive"]
+    assert verdicts[2:] == ["inconclusive"]  # a fourth round would replay the third: not run
     assert result.stop_reason is StopReason.NOTHING_LEFT
     # the proposer was told what failed on this source
     assert proposer.contexts[1].failed_families() == {Family.LAUNCH_CONFIG}
@@ -422,12 +436,32 @@ def test_an_initial_version_already_near_sol_runs_no_round(scripted_tiers) -> No
     assert result.stop_reason is StopReason.SOL_REACHED
 
 
-def test_it_stops_after_patience_rounds_with_nothing_to_try(scripted_tiers) -> None:
+def test_a_round_that_would_replay_the_last_ones_evidence_is_not_run(scripted_tiers) -> None:
+    """Issue 17: rounds that did nothing appeared as rounds. Tier results are cached per source,
+    so a second round on the same parent after an inconclusive one would run no tier and
+    propose nothing: the loop stops instead, whatever its patience."""
     scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
-    result = run(module(2.0), ScriptedProposer({}), patience=3)
-    assert [str(r.verdict) for r in result.rounds] == ["inconclusive"] * 3
+    obs = Recorder()
+    result = run(module(2.0), ScriptedProposer({}), observer=obs, patience=3)
+    assert [str(r.verdict) for r in result.rounds] == ["inconclusive"]
+    assert [e for e in obs.events if e[0] == "round_started"] == [("round_started", 1, sha256(module(2.0)))]
     assert result.stop_reason is StopReason.NOTHING_LEFT
-    assert "nothing left" in result.stop_detail
+    assert result.stop_detail.startswith("nothing left to try on the best version: round 1 found nothing")
+
+
+def test_after_a_proposer_error_that_may_pass_the_next_round_asks_again(scripted_tiers) -> None:
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+
+    class FlakyOnce(ScriptedProposer):
+        def propose(self, source, findings, context):
+            if not self.contexts:
+                self.contexts.append(context)
+                raise ProposerError("the endpoint timed out", permanent=False)
+            return super().propose(source, findings, context)
+
+    result = run(module(2.0), FlakyOnce({Family.LAUNCH_CONFIG: 0.5}), round_budget=2)
+    assert [str(r.verdict) for r in result.rounds] == ["inconclusive", "improved"]
+    assert "timed out" in result.rounds[0].reason
 
 
 def test_it_stops_when_the_observer_asks(scripted_tiers) -> None:
@@ -517,26 +551,20 @@ def test_each_parent_is_profiled_and_compiled_once_and_each_candidate_verified_o
     result = run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 1.0}), ex, patience=3)
 
     # round 1: no gain. Round 2, same parent, launch_config ruled out: it climbs to tiers 2
-    # and 3 for evidence of another family (one compile) and finds none; rounds 3-4 repeat
-    # from the caches.
-    assert [str(r.verdict) for r in result.rounds] == [
-        "no-gain",
-        "inconclusive",
-        "inconclusive",
-        "inconclusive",
-    ]
+    # and 3 for evidence of another family (one compile) and finds none; a third round would
+    # repeat it from the caches, and is not run.
+    assert [str(r.verdict) for r in result.rounds] == ["no-gain", "inconclusive"]
     assert ex.count("profile") == 0  # the baseline's verify job is round 1's tier-1 profile
     assert ex.count("verify") == 2  # the baseline and the one candidate
     assert ex.count("compile") == 1  # tiers 2 and 3 share it, later rounds reuse it
     assert [t for t, _ in log] == [Tier.TRIAGE, Tier.PROFILE, Tier.IR, Tier.COMPILER]
-    assert [r.tier_reached for r in result.rounds] == [Tier.PROFILE] + [Tier.COMPILER] * 3
+    assert [r.tier_reached for r in result.rounds] == [Tier.PROFILE, Tier.COMPILER]
     assert result.rounds[0].cost.device_s == pytest.approx(JOB_S)
     assert result.rounds[0].cost.verify_device_s == pytest.approx(JOB_S)
     assert result.rounds[1].cost.device_by_tier == {
         2: pytest.approx(JOB_S),
         3: 0.0,
     }  # cached tiers cost nothing
-    assert [r.cost.device_s for r in result.rounds[2:]] == [0.0, 0.0]
     assert result.baseline_device_s == pytest.approx(JOB_S)
     assert result.device_s == pytest.approx(3 * JOB_S)
 
@@ -617,11 +645,15 @@ def test_the_observer_sees_every_step_in_order(scripted_tiers) -> None:
     assert obs.events[-1] == ("round_finished", 1, "improved")
 
 
-def test_on_cpu_a_correct_candidate_is_no_gain_and_never_promoted(scripted_tiers) -> None:
+def test_on_cpu_a_correct_candidate_is_correct_untimed_and_never_promoted(scripted_tiers) -> None:
     log = scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
     ex = FakeTimingExecutor(device="cpu")
     result = run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), ex, device="cpu", round_budget=3)
-    assert str(result.rounds[0].verdict) == "no-gain" and "not timed" in result.rounds[0].reason
+    first = result.rounds[0]
+    # never "no gain": it is correct and its speed is unknown here
+    assert first.verdict is Verdict.UNTIMED and first.verdict.label == "correct, speed not measured"
+    assert first.reason.startswith("correct on every case; speed not measured on this device")
+    assert first.outcome.checked == tuple(f"case {i}" for i in range(N_CASES)) and first.outcome.skipped == ()
     assert not result.improved and ex.count("profile") == 0
     assert Tier.PROFILE not in [t for t, _ in log]
     assert result.speedups_over_initial == ()
@@ -718,3 +750,168 @@ def test_tiers_2_and_3_also_compile_the_case_furthest_below_sol(
     assert loop._compile_cases(version) == expected
     loop._compiled(version, dumps=True)
     assert loop.executor.compiled_cases == [expected]
+
+
+# ---------------------------------------------------------------------------------------------
+# exploration far from speed-of-light
+
+
+def row_sum_tiers(source: str, tier: Tier) -> TierResult:
+    """The H200 row sum at 8.7 %SOL: tier 0 names an atomic reduction (whose family has no
+    rewrite for its 2-D grid) and, at low severity, a fixed launch; nothing deeper explains."""
+    if tier is Tier.TRIAGE:
+        findings = [
+            Finding("T0-ATOMIC-REDUCTION", Severity.MEDIUM, {}, lines=(17,), kernel="k"),
+            Finding("T0-NO-AUTOTUNE", Severity.LOW, {}, lines=(15,), kernel="k"),
+        ]
+        return TierResult(tier, findings, localizes=True, narrows=True, explains=False)
+    if tier is Tier.PROFILE:
+        return TierResult(tier, [Finding("T1-MEMORY-BOUND", Severity.MEDIUM, {}, kernel="k")], localizes=True)
+    return TierResult(tier)
+
+
+EXPLORATION = [
+    # best case at 8.7 %SOL: block_reduction has no rewrite, so the launch config is tried
+    pytest.param(0.174, row_sum_tiers, Family.LAUNCH_CONFIG, id="row-sum-far-from-sol-tries-launch-config"),
+    # the same evidence at 60 %SOL: nothing explains a change, so nothing is guessed
+    pytest.param(1.2, row_sum_tiers, None, id="row-sum-near-sol-is-inconclusive"),
+    # far from SOL but no finding names a family: inconclusive keeps its meaning
+    pytest.param(0.174, lambda s, t: TierResult(t, localizes=True), None, id="far-from-sol-without-findings"),
+]
+
+
+@pytest.mark.parametrize(("sol_ms", "tiers", "family"), EXPLORATION)
+def test_far_from_sol_every_backed_family_is_tried_before_inconclusive(
+    scripted_tiers, sol_ms: float, tiers: Callable[[str, Tier], TierResult], family: Family | None
+) -> None:
+    scripted_tiers({t: (lambda s, t=t: tiers(s, t)) for t in Tier})
+    proposer = ScriptedProposer({Family.LAUNCH_CONFIG: 0.5})
+    result = run(module(2.0, sol=sol_ms), proposer, round_budget=1)
+    first = result.rounds[0]
+    assert first.tier_reached is Tier.COMPILER  # every tier ran first: exploration follows the evidence
+    if family is None:
+        assert first.verdict is Verdict.INCONCLUSIVE and first.proposal is None and first.hypothesis is None
+        assert "far from speed-of-light" not in first.reason
+        return
+    assert first.proposal.family is family and first.verdict is Verdict.IMPROVED
+    assert first.hypothesis.family is family and first.hypothesis.findings == ("T0-NO-AUTOTUNE",)
+    # both families the findings name were tried, best-scored first, in the one round
+    assert len(proposer.contexts) == 2
+    assert "best case 8.7 %SOL" in first.reason and "block_reduction, launch_config" in first.reason
+    assert "no applicable rewrite for block_reduction" in first.reason
+
+
+def test_exploration_ends_inconclusive_once_every_backed_family_is_ruled_out(scripted_tiers) -> None:
+    scripted_tiers({t: (lambda s, t=t: row_sum_tiers(s, t)) for t in Tier})
+    result = run(module(2.0, sol=0.174), ScriptedProposer({Family.LAUNCH_CONFIG: 1.0}), round_budget=3)
+    verdicts = [str(r.verdict) for r in result.rounds]
+    assert verdicts[0] == "no-gain" and result.rounds[0].proposal.family is Family.LAUNCH_CONFIG
+    assert verdicts[1] == "inconclusive" and result.rounds[1].proposal is None
+    # the round says that the families the findings name are ruled out here, and why
+    assert "block_reduction (no applicable rewrite)" in result.rounds[1].reason
+    assert "launch_config (no-gain in round 1)" in result.rounds[1].reason
+
+
+# ---------------------------------------------------------------------------------------------
+# a confirmed counterfactual becomes the candidate
+
+
+def test_a_counterfactual_that_showed_the_fix_is_the_candidate(scripted_tiers) -> None:
+    """Tier 3 recompiled with num_warps=16 and every spill went: that rewrite is verified,
+    whether or not the proposer has one for the family (here it has none)."""
+    cause = Finding("CG_SPILL_CAUSE", Severity.HIGH, {"kernel": "k", "reason": "a 2^15-element row in 4 warps"},
+                    lines=(17,), kernel="k")  # fmt: skip
+    cf = Finding(
+        "CG_COUNTERFACTUAL", Severity.MEDIUM,
+        {"hypothesis": "num_warps=16", "overrides": {"num_warps": 16}, "expect": "no_spills",
+         "tests": "CG_SPILL_CAUSE", "effect": "spills drop from 1240 to 0 bytes (registers 255 -> 128)"},
+        kernel="k", family_override=Family.LAUNCH_CONFIG,
+    )  # fmt: skip
+    scripted_tiers(
+        {
+            Tier.TRIAGE: lambda s: TierResult(Tier.TRIAGE, [finding(LC.code, severity=Severity.LOW)], narrows=True),
+            Tier.COMPILER: lambda s: sufficient(Tier.COMPILER, cause, cf),
+        }
+    )
+    proposer = ScriptedProposer({})
+    result = run(module(2.0), proposer, round_budget=1)
+    first = result.rounds[0]
+    assert first.tier_reached is Tier.COMPILER and first.proposal is not None
+    assert "BLOCK=1024, num_warps=16)" in first.proposal.source
+    assert first.proposal.family is Family.LAUNCH_CONFIG and first.proposal.proposer == "rules"
+    assert first.proposal.findings_addressed == ("CG_COUNTERFACTUAL", "CG_SPILL_CAUSE")
+    assert "spills drop from 1240 to 0 bytes" in first.proposal.rationale
+    assert first.outcome is not None and first.outcome.correct
+    assert proposer.contexts == []  # the counterfactual filled the round's one candidate
+
+
+# ---------------------------------------------------------------------------------------------
+# budgets that survive slow compiles
+
+
+class SlowBaselineExecutor(FakeTimingExecutor):
+    """The initial version's verify takes `baseline_s` (its first compile, say two minutes on
+    the H200 for a 2^20-element block): the rounds' time budget must not pay for it."""
+
+    def __init__(self, baseline_s: float) -> None:
+        super().__init__()
+        self.baseline_s = baseline_s
+
+    def verify(self, parent_path: str, candidate_path: str | None = None, *args: Any, **kwargs: Any) -> VerifyOutcome:
+        if candidate_path is None and self.count("verify") == 0:
+            time.sleep(self.baseline_s)
+        return super().verify(parent_path, candidate_path, *args, **kwargs)
+
+
+class SlowProposer(ScriptedProposer):
+    def propose(self, source, findings, context):
+        time.sleep(0.2)  # each round costs at least this
+        return super().propose(source, findings, context)
+
+
+def test_the_rounds_time_budget_starts_after_the_initial_versions_verify(scripted_tiers) -> None:
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    ex = SlowBaselineExecutor(baseline_s=0.6)
+    result = run(module(2.0), SlowProposer({Family.LAUNCH_CONFIG: 0.9}), ex, round_time_budget_s=0.3)
+    assert result.baseline_wall_s >= 0.6  # its cost is recorded apart
+    # a baseline longer than the whole budget still leaves the rounds theirs
+    assert 1 <= len(result.rounds) < 15
+    assert result.stop_reason is StopReason.TIME_BUDGET
+    assert "time budget (0.3 s)" in result.stop_detail and "not counted" in result.stop_detail
+
+
+def test_a_config_whose_compile_ran_past_the_bound_is_named_in_the_round(scripted_tiers) -> None:
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+
+    class SlowCompile(ScriptedProposer):
+        def propose(self, source, findings, context):
+            return [replace(c, source=c.source + "# fake-slow-compile\n") for c in super().propose(source, findings, context)]
+
+    ex = FakeTimingExecutor()
+    result = run(module(2.0), SlowCompile({Family.LAUNCH_CONFIG: 0.5}), ex, round_budget=1, compile_timeout_s=60.0)
+    first = result.rounds[0]
+    # the bound reaches the candidate's verify job only: the baseline is measured as uploaded
+    assert [o.get("compile_timeout_s") for o in ex.verify_options] == [None, 60.0]
+    assert first.outcome.dropped_compiles == ("k (BLOCK=1048576, num_warps=4, num_stages=3)",)
+    assert "compiles stopped after 60 s (configs dropped): k (BLOCK=1048576" in first.reason
+    assert first.verdict is Verdict.IMPROVED  # the other configs still won
+    stored = serialize.outcome_json(first.outcome)
+    assert serialize.outcome_from_json(stored).dropped_compiles == first.outcome.dropped_compiles
+
+
+def test_a_kernel_no_case_of_which_could_be_checked_says_it_was_not_checked(scripted_tiers) -> None:
+    """Issue 17: a doubled output ended 'done, Best v1' on cpu: its inputs were too big for the
+    interpreter and it had no verify inputs. The run says the kernel was NOT checked."""
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    proposer = ScriptedProposer({Family.LAUNCH_CONFIG: 0.5})
+    ex = FakeTimingExecutor(device="cpu")
+    result = run(module(2.0) + "# fake-too-big\n", proposer, ex, device="cpu")
+    assert result.stop_reason is StopReason.DIAGNOSED_ONLY and not result.checked
+    assert result.stop_detail.startswith("the kernel was NOT checked for correctness on this device")
+    assert result.unchecked.startswith("no case is small enough") and result.initial is None
+    assert result.skipped_cases == tuple(f"case {i}" for i in range(N_CASES))
+    (only,) = result.rounds  # evidence only: nothing proposed, nothing verified
+    assert only.proposal is None and proposer.contexts == [] and ex.count("verify") == 1
+    assert "no case is small enough for this device to check a rewrite's correctness" in only.reason
+    summary = serialize.summary_json(result, best_proposal_id=None, attempt=1)
+    assert summary["checked"] is False and summary["unchecked"] == result.unchecked

@@ -53,6 +53,8 @@ OUTCOME = CandidateOutcome(
     device_s=1.25,
     autotune_choices=(("case 0", ("k: BLOCK=256, num_warps=8",)),),
     gate_notes=("no odd-shaped case could be derived from case 0: no input dimension is 16 or larger",),
+    checked=("case 0", "case 1"),
+    skipped=("verify 0",),
 )
 DECISION = DecisionRecord(Tier.IR, False, None, "sufficient", Family.HINTS, ())
 ROUND = RoundRecord(
@@ -138,9 +140,9 @@ def test_a_record_decodes_to_what_was_encoded(
     assert decode(_json(encode(record))) == record
 
 
-@pytest.mark.parametrize("db", [False, True], ids=["report", "database"])
-def test_a_finding_decodes_with_its_code_family_tier_and_message(db: bool) -> None:
-    stored = _json(ser.finding_json(FINDING, db=db))
+@pytest.mark.parametrize("for_db", [False, True], ids=["report", "database"])
+def test_a_finding_decodes_with_its_code_family_tier_and_message(for_db: bool) -> None:
+    stored = _json(ser.finding_json(FINDING, db=for_db))
     back = ser.finding_from_json(stored)
     assert (back.code, back.severity, back.family, back.tier) == (
         CODE.code,
@@ -150,7 +152,7 @@ def test_a_finding_decodes_with_its_code_family_tier_and_message(db: bool) -> No
     )
     assert back.message == "k: line 3 loads are scalar" and back.lines == (3,) and back.gain == 1.5
     assert back.evidence == FINDING.evidence
-    assert ser.finding_json(back, db=db) == stored
+    assert ser.finding_json(back, db=for_db) == stored
 
 
 def test_a_finding_whose_code_is_not_registered_reads_back_as_it_was_written() -> None:
@@ -181,6 +183,38 @@ def test_the_run_summary_keeps_how_the_loop_ended_and_both_versions() -> None:
     assert summary.winning_tiers == (Tier.IR,) and summary.best_sha256 == sha256("child source")
 
 
+UNCHECKED = LoopResult(
+    initial_source="parent",
+    best_source="parent",
+    initial=None,
+    best=None,
+    stop_reason=StopReason.DIAGNOSED_ONLY,
+    unchecked="no case is small enough to check on this device (limit 65536 elements)",
+    skipped_cases=("case 0", "case 1"),
+)
+
+
+@pytest.mark.parametrize(
+    ("stored", "checked", "skipped"),
+    [
+        pytest.param(ser.summary_json(RESULT, best_proposal_id=None, attempt=1), True, (), id="checked"),
+        pytest.param(ser.summary_json(UNCHECKED, best_proposal_id=None, attempt=1), False, ("case 0", "case 1"),
+                     id="not-checked"),
+        # stored before the flag: the diagnosis-only run is the one that checked nothing
+        pytest.param({"stop_reason": "diagnosed_only"}, False, (), id="old-diagnosis-only"),
+        pytest.param({"stop_reason": "round_budget"}, True, (), id="old-run"),
+    ],
+)  # fmt: skip
+def test_the_summary_says_whether_the_initial_version_was_checked(
+    stored: dict, checked: bool, skipped: tuple[str, ...]
+) -> None:
+    summary = ser.summary_from_json(_json(stored))
+    assert summary is not None and (summary.checked, summary.skipped_cases) == (checked, skipped)
+    assert bool(summary.unchecked) is (not checked and "unchecked" in stored)
+    report = ser.loop_report_from_json(ser.loop_result_json(UNCHECKED))
+    assert (report.unchecked, report.skipped_cases) == (UNCHECKED.unchecked, UNCHECKED.skipped_cases)
+
+
 @pytest.mark.parametrize("stored", [{}, None, "x"], ids=["empty", "null", "not-an-object"])
 def test_nothing_recorded_decodes_to_none(stored: object) -> None:
     assert ser.verification_from_json(stored) is None
@@ -202,7 +236,7 @@ def test_a_verification_stored_before_floors_and_rounds_were_kept_still_decodes(
 def test_the_verification_keeps_its_keys_and_a_row_per_case() -> None:
     stored = ser.verification_json(OUTCOME)
     assert list(stored) == ["correct", "error_kind", "message", "timed", "cases", "autotune_choices", "speedup",
-                            "noise", "suspect", "wall_s", "device_s", "gate_notes"]  # fmt: skip
+                            "noise", "suspect", "wall_s", "device_s", "checked", "skipped", "gate_notes"]  # fmt: skip
     assert stored["cases"][0] == {
         "index": 0,
         "time_ms": 0.5,
@@ -225,12 +259,13 @@ def test_the_loop_report_keeps_its_keys() -> None:
         "initial_sha256", "best_sha256", "improved", "cases", "speedup_over_initial", "speedup_over_eager",
         "initial_speedup_over_eager", "initial_pct_sol", "pct_sol", "rounds_used", "verdicts", "winning_rounds",
         "winning_tiers", "winning_families", "stop_reason", "stop_detail", "error", "wall_s", "device_s",
-        "baseline_wall_s", "baseline_device_s", "tokens", "rounds", "initial_source", "best_source",
+        "baseline_wall_s", "baseline_device_s", "tokens", "unchecked", "skipped_cases", "rounds", "initial_source",
+        "best_source",
     ]  # fmt: skip
-    assert stored["verdicts"] == {"improved": 1, "no-gain": 0, "failed": 0, "inconclusive": 0}
+    assert stored["verdicts"] == {"improved": 1, "no-gain": 0, "untimed": 0, "failed": 0, "inconclusive": 0}
     assert list(stored["rounds"][0]["outcome"]) == [
         "correct", "error_kind", "message", "cases", "parent_ms", "speedups", "speedup", "noise", "case_noise",
-        "case_rounds", "suspect", "wall_s", "device_s", "autotune_choices", "gate_notes",
+        "case_rounds", "suspect", "wall_s", "device_s", "autotune_choices", "checked", "skipped", "gate_notes",
     ]  # fmt: skip
 
 

@@ -158,6 +158,8 @@ def test_the_combined_floor_is_the_geomean_of_one_plus_each_floor() -> None:
         pytest.param(Verdict.NO_GAIN, True, "no gain", id="no-gain"),
         pytest.param(Verdict.FAILED, True, "failed", id="failed"),
         pytest.param(Verdict.INCONCLUSIVE, False, "inconclusive", id="inconclusive"),
+        # correct, never timed: not "no gain", and the same rewrite is not checked twice
+        pytest.param(Verdict.UNTIMED, True, "correct, speed not measured", id="untimed"),
     ],
 )
 def test_a_round_verdict_says_whether_its_family_was_tried_and_rejected(
