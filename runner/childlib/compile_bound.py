@@ -74,16 +74,19 @@ class CompileBound:
     limit_s: float | None
     files: frozenset[str] = frozenset()  # kernels defined in these files are bounded
     dropped: list[dict[str, Any]] = field(default_factory=list)
-    _stopped: set[tuple[int, Any]] = field(default_factory=set)
+    # (kernel, config) that ran past the bound: another specialization of the same config (other
+    # shapes' divisibility) is stopped at once, and the config is listed once
+    _stopped: set[tuple[int, str]] = field(default_factory=set)
 
     def applies(self, fn: Any) -> bool:
         code = getattr(getattr(fn, "fn", None), "__code__", None)
         return self.limit_s is not None and code is not None and code.co_filename in self.files
 
-    def stop(self, kernel: str, config: str, token: tuple[int, Any]) -> CompileTimeout:
+    def stop(self, kernel: str, config: str, token: tuple[int, str]) -> CompileTimeout:
         assert self.limit_s is not None
-        self._stopped.add(token)
-        self.dropped.append({"kernel": kernel, "config": config, "limit_s": self.limit_s})
+        if token not in self._stopped:
+            self._stopped.add(token)
+            self.dropped.append({"kernel": kernel, "config": config, "limit_s": self.limit_s})
         return CompileTimeout(kernel, config, self.limit_s)
 
 
@@ -149,10 +152,10 @@ def bounded_compiles(limit_s: float | None, files: Sequence[str]) -> Iterator[Co
                    attrs: Any, warmup: Any) -> Any:  # fmt: skip
         if not bound.applies(self) or knobs.compilation.always_compile:
             return original(self, key, signature, device, constexprs, options, attrs, warmup)
-        token = (id(self), key)
         config = describe_config(self, constexprs, options)
+        token = (id(self), config)
         if token in bound._stopped:
-            raise CompileTimeout(self.fn.__name__, config, limit_s)
+            raise bound.stop(self.fn.__name__, config, token)
 
         def compile_here() -> Any:
             return original(self, key, signature, device, constexprs, options, attrs, warmup)

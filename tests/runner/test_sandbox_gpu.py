@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from diagnosis.engine.executor import VerifyOutcome
+from runner.execute import Executor
 from runner.protocol import JobRequest
-from runner.sandbox import Limits, SandboxResponse, run_job
+from runner.sandbox import Limits, run_job
 
 pytestmark = [
     pytest.mark.gpu,
@@ -27,11 +29,15 @@ pytestmark = [
 MODULES = Path(__file__).resolve().parent.parent / "modules"
 
 
-def _verify(processes: str = "auto", tmp: Path | None = None) -> SandboxResponse:
-    request = JobRequest(job="verify", module=str(MODULES / "gpu_vadd.py"), device="cuda", seeds=[0])
-    return run_job(
-        request, limits=Limits.for_job("verify", "cuda", processes=processes), triton_cache_dir=tmp
-    )
+def _verify(processes: str = "auto", tmp: Path | None = None) -> VerifyOutcome:
+    """The gate on a CUDA module (its reference job, then its verify job), both jobs under
+    the PID-namespace setting `processes`."""
+    limits = {job: Limits.for_job(job, "cuda", processes=processes) for job in ("reference", "verify")}
+    executor = Executor("cuda", limits=limits, cache_dir=tmp)
+    try:
+        return executor.verify(str(MODULES / "gpu_vadd.py"), seeds=[0], time=False)
+    finally:
+        executor.close()
 
 
 def test_cuda_starts_inside_a_pid_namespace(tmp_path: Path) -> None:
@@ -39,14 +45,13 @@ def test_cuda_starts_inside_a_pid_namespace(tmp_path: Path) -> None:
     response = _verify("on", tmp_path)
     print(f"\n[pid namespace on] ok={response.ok} error={response.error} wall={response.wall_s}")
     assert response.processes == "isolated"
-    assert response.ok, (response.error, response.stderr_tail[-3000:])
-    assert response.result and response.result.get("passed")
+    assert response.ok and response.passed, response.error_text
 
 
 def test_cuda_starts_without_a_pid_namespace(tmp_path: Path) -> None:
     response = _verify("off", tmp_path)
     assert response.processes == "not isolated (disabled)"
-    assert response.ok, (response.error, response.stderr_tail[-3000:])
+    assert response.ok and response.passed, response.error_text
 
 
 def test_the_cuda_child_is_unprivileged_and_sees_only_the_nvidia_devices(tmp_path: Path) -> None:
@@ -72,7 +77,7 @@ def test_which_sandbox_profiles_start_cuda(monkeypatch: pytest.MonkeyPatch, tmp_
             monkeypatch.setenv("KERNELOPT_SANDBOX_SYS", sys_mode)
             response = _verify(processes, tmp_path / f"{sys_mode}-{processes}")
             table[f"sys={sys_mode} pid={processes}"] = (
-                "passed" if response.ok and (response.result or {}).get("passed") else
+                "passed" if response.ok and response.passed else
                 f"{response.error.kind if response.error else '?'}: {(response.error.message if response.error else '')[:160]}"
             )  # fmt: skip
     print("\n[cuda sandbox profiles] " + json.dumps(table, indent=1))
