@@ -289,6 +289,43 @@ class Perturber:
         return (value + sign * size * (value.abs() + 1.0)).to(t.dtype).view(bits.dtype)
 
 
+@contextlib.contextmanager
+def filled_allocations() -> Iterator[None]:
+    """Every `torch.empty*` made while the block runs comes back filled (floats with NaN,
+    integers with -1, bools with True), not with what freed memory held.
+
+    For the perturbation run: the Perturber counts a tensor as written when a launch changed
+    its contents, and an output buffer recycled from the earlier run of the same forward can
+    already hold the very bits the kernel writes (softmax over one column is all ones), which
+    would read as a launch that wrote nothing. Poisoning freed blocks (Backend.poison) makes
+    that unlikely; filling every fresh allocation makes it impossible, except where a kernel
+    writes exactly the fill value everywhere.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    empties = {
+        torch.ops.aten.empty.memory_format,
+        torch.ops.aten.empty_like.default,
+        torch.ops.aten.empty_strided.default,
+        torch.ops.aten.new_empty.default,
+        torch.ops.aten.new_empty_strided.default,
+    }
+
+    class Fill(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if func in empties and isinstance(out, torch.Tensor) and not out.is_complex():
+                if out.dtype == torch.bool:
+                    out.fill_(True)
+                else:
+                    out.fill_(float("nan") if out.is_floating_point() else -1)
+            return out
+
+    with Fill():
+        yield
+
+
 def _bits_dtypes() -> dict[int, Any]:
     import torch
 

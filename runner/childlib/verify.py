@@ -93,7 +93,7 @@ from runner import tensordata
 from runner.backends import Backend
 from runner.childlib.compile_bound import with_compile_bound
 from runner.childlib.hostile import clone_inputs, user_call
-from runner.childlib.launches import Perturber, parse_target, record_launches
+from runner.childlib.launches import Perturber, filled_allocations, parse_target, record_launches
 from runner.childlib.module import build_models, to_device
 from runner.childlib.phases import phase
 from runner.childlib.timing import time_cases
@@ -304,7 +304,8 @@ def verify_job(req: JobRequest, backend: Backend, parent: types.ModuleType, cand
         with phase("perturbation"):
             inputs, new_model = _inputs(key, backend), model(run.seed)
             try:
-                out, _ = run_candidate(new_model, inputs, backend, target, paths, run.poison, perturber)
+                with filled_allocations():
+                    out, _ = run_candidate(new_model, inputs, backend, target, paths, run.poison, perturber)
             except JobFailed as exc:  # the forward failed on what the kernels wrote: it used it
                 raised = exc.message
             else:

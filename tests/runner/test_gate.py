@@ -16,7 +16,7 @@ import torch
 
 from runner import gate, tensordata
 from runner.childlib import derive
-from runner.childlib.launches import Perturber
+from runner.childlib.launches import Perturber, filled_allocations
 from runner.compare import changed_elements, compare_outputs
 from runner.execute import Executor
 from runner.tensordata import BadTensorData, Opaque
@@ -240,6 +240,38 @@ def test_the_perturber_moves_only_what_a_launch_wrote() -> None:
     assert not torch.equal(out[:40], before_x[:40] * 2) and torch.isnan(out[40:]).all()
     assert torch.equal(flags[:10], torch.zeros(10, dtype=torch.int32)) and flags[10:].eq(0).all()
     assert (p.buffers, p.elements) == (2, 50)
+
+
+def test_a_launch_that_writes_what_recycled_memory_held_still_counts_as_written() -> None:
+    """Softmax over one column writes all ones; an output buffer recycled from the forward's
+    earlier run can hold exactly that. Inside filled_allocations, fresh buffers never do."""
+    x = torch.randn(50, 1)
+
+    def forward() -> tuple[Perturber, torch.Tensor]:
+        out = torch.empty_like(x)
+        p = Perturber(lambda: None)
+
+        def launch() -> None:
+            out.copy_(torch.softmax(x, dim=1))
+
+        p.around(launch, (x, out), {})
+        return p, out
+
+    with filled_allocations():
+        seen = {
+            "float": torch.empty(3),
+            "int": torch.empty(3, dtype=torch.int64),
+            "bool": torch.empty(3, dtype=torch.bool),
+            "like": torch.empty_like(x),
+        }
+        p, out = forward()
+    assert torch.isnan(seen["float"]).all() and torch.isnan(seen["like"]).all()
+    assert seen["int"].eq(-1).all() and seen["bool"].all()
+    assert (p.buffers, p.elements) == (1, 50) and not torch.equal(out, torch.ones(50, 1))
+    stale = torch.ones(50, 1)  # what an unfilled buffer may hold: the very result
+    p = Perturber(lambda: None)
+    p.around(lambda: stale.copy_(torch.softmax(x, dim=1)), (x, stale), {})
+    assert p.buffers == 0  # why the fill is needed: identical bits read as nothing written
 
 
 def test_changed_elements_counts_bits() -> None:
