@@ -233,3 +233,20 @@ def test_it_flags_fp32_dots_that_ask_for_ieee(precision: str, extra: str, spelli
 @pytest.mark.parametrize(("precision", "extra"), IEEE_NOOP)
 def test_it_leaves_other_precisions_to_other_findings(precision: str, extra: str) -> None:
     assert [f for f in tier0(_ieee_source(precision, extra)).findings if f.code in IEEE_CODES] == []
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cast"),
+    [
+        pytest.param(", dtype=torch.float16", "", id="fp16-inputs"),
+        pytest.param(", dtype=torch.bfloat16", "", id="bf16-inputs"),
+        pytest.param("", ".to(tl.float16)", id="operands-cast-to-fp16"),
+    ],
+)
+def test_ieee_on_half_precision_operands_is_not_flagged(dtype: str, cast: str) -> None:
+    """allow_tf32=False changes nothing for fp16/bf16 operands (flag_gems' addmm on fp16)."""
+    gemm = DOT_GEMM.replace("  # <- T0-DOT-FP32-PRECISION", "").format(precision=", allow_tf32=False")
+    if cast:
+        gemm = gemm.replace("tl.dot(a, b,", f"tl.dot(a{cast}, b{cast},")
+    source = HEAD + gemm + inputs(dtype) + LAUNCH_WITH.format(extra="")
+    assert [f for f in tier0(source).findings if f.code in IEEE_CODES] == []

@@ -66,9 +66,16 @@ def _ieee_spelling(ctx: KernelContext, call: ast.Call) -> str | None:
 
 @rule(DOT_IEEE.code)
 def dot_ieee(ctx: KernelContext) -> Iterator[Finding]:
+    # ieee precision only matters for fp32 operands: fp16/bf16 dots run on tensor cores whatever
+    # the flag says (flag_gems' addmm passes allow_tf32=False on fp16 inputs)
+    float_inputs = {d for d in ctx.module.input_dtypes() if d.startswith(("float", "bfloat"))}
     for call in ctx.tl_calls("dot"):
         spelling = _ieee_spelling(ctx, call)
         if spelling is None:
+            continue
+        operands = [a for a in (call_arg(call, 0, "input"), call_arg(call, 1, "other")) if a is not None]
+        casts = {_cast(ctx, op, set()) for op in operands}
+        if "low" in casts or (float_inputs and "float32" not in float_inputs and "fp32" not in casts):
             continue
         yield Finding(
             DOT_IEEE.code,
