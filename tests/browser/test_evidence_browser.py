@@ -1,13 +1,11 @@
 """The evidence pages in Chromium: a real cpu run (the round loop, the sandboxed compile for
 sm_90, runner.persist) opened at a finding's line, a line opened in place, a pass diff, and the
 roofline of an H200 profile; an outsider sees none of it. Each page is saved as a screenshot
-under $KERNELOPT_SCREENSHOTS (else the test's own temporary directory)."""
+under $KERNELOPT_SCREENSHOT_DIR (else the test's own temporary directory)."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -16,20 +14,6 @@ from runner import pipeline
 from tests.web.evidence_data import LOAD_LINE, VADD, gemm_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def shots(tmp_path, request):
-    root = Path(os.environ.get("KERNELOPT_SCREENSHOTS") or tmp_path)
-    folder = root / request.node.name
-    folder.mkdir(parents=True, exist_ok=True)
-
-    def shot(page, name: str) -> Path:
-        path = folder / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        return path
-
-    return shot
 
 
 @pytest.fixture
@@ -53,7 +37,7 @@ def no_overflow(page) -> None:
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_a_findings_line_shows_its_ptx_and_sass_and_a_pass_diff(page, login, owner, real_run, shots):
+def test_a_findings_line_shows_its_ptx_and_sass_and_a_pass_diff(page, login, owner, real_run, screenshot):
     finding = Finding.objects.filter(run=real_run, code="IR_SCALAR_GLOBAL", lines=[LOAD_LINE]).first()
     assert finding is not None
     login("owner", "owner-pass-1")
@@ -67,7 +51,7 @@ def test_a_findings_line_shows_its_ptx_and_sass_and_a_pass_diff(page, login, own
     # the panel sits right under its line
     assert page.evaluate(f"document.getElementById('L{LOAD_LINE}').nextElementSibling.id") == "line-panel"
     no_overflow(page)
-    shots(page, "evidence-load-line")
+    screenshot("evidence-load-line")
 
     # another line, in place (htmx): the panel moves under it and the address follows
     page.locator("#L17 a.src-code").click()
@@ -80,7 +64,7 @@ def test_a_findings_line_shows_its_ptx_and_sass_and_a_pass_diff(page, login, own
     assert (
         page.locator("#L17.is-selected").count() == 1 and page.locator(".src-line.is-selected").count() == 1
     )
-    shots(page, "evidence-store-line-htmx")
+    screenshot("evidence-store-line-htmx")
 
     # a bare anchor (no ?line=) opens its line's panel too, once evidence.js runs
     page.goto(f"/runs/{real_run.pk}/evidence/#L16")
@@ -96,7 +80,7 @@ def test_a_findings_line_shows_its_ptx_and_sass_and_a_pass_diff(page, login, own
     # the passes: open one from the list, in place
     page.click("text=Passes")
     page.wait_for_selector("#pass-diff")
-    shots(page, "passes-first")
+    screenshot("passes-first")
     page.locator(".pass-list a", has_text="TritonGPUCoalesce").click()
     page.wait_for_selector("#pass-title:has-text('TritonGPUCoalesce')")
     assert (
@@ -105,17 +89,17 @@ def test_a_findings_line_shows_its_ptx_and_sass_and_a_pass_diff(page, login, own
     )
     assert page.locator(".pass-list a[aria-current]").inner_text().endswith("TritonGPUCoalesce")
     no_overflow(page)
-    shots(page, "passes-coalesce")
+    screenshot("passes-coalesce")
 
     # the run page links here and lists the artefacts once each, SASS included
     page.goto(f"/runs/{real_run.pk}/")
     artefacts = page.locator("table.artefacts").inner_text()
     assert "SASS" in artefacts and artefacts.count("add_kernel.ptx") == 1
     assert "/tmp/" not in page.content() and ".venv" not in page.content()
-    shots(page, "run-page")
+    screenshot("run-page")
 
 
-def test_the_roofline_of_an_h200_profile(page, login, owner, team, shots):
+def test_the_roofline_of_an_h200_profile(page, login, owner, team, screenshot):
     run, _ = gemm_run(owner, team)
     login("owner", "owner-pass-1")
     page.goto(f"/runs/{run.pk}/profile/")
@@ -129,7 +113,7 @@ def test_the_roofline_of_an_h200_profile(page, login, owner, team, shots):
     stroke = page.evaluate("getComputedStyle(document.querySelector('.rl-compute')).stroke")
     assert stroke not in ("", "none")
     no_overflow(page)
-    shots(page, "profile-roofline")
+    screenshot("profile-roofline")
 
 
 def test_an_outsider_sees_none_of_it(page, login, outsider, owner, team):
