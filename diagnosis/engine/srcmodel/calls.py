@@ -136,7 +136,7 @@ def _defs(block: cst.CSTNode) -> list[cst.FunctionDef]:
     out: list[cst.FunctionDef] = []
 
     def visit(node: cst.CSTNode) -> None:
-        for child in node.children:
+        for child in read.children(node):
             if isinstance(child, cst.FunctionDef):
                 out.append(child)
             elif not isinstance(child, (cst.ClassDef, cst.Lambda)):
@@ -149,7 +149,7 @@ def _defs(block: cst.CSTNode) -> list[cst.FunctionDef]:
 def _walk_own(node: cst.CSTNode):  # noqa: ANN202 - a generator of nodes
     """The nodes of a function body, without entering nested functions or classes."""
     yield node
-    for child in node.children:
+    for child in read.children(node):
         if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         yield from _walk_own(child)

@@ -15,6 +15,7 @@ kernel (a fusion's), the sum over every function of `before`.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -73,22 +74,33 @@ def repeats(fn: cst.FunctionDef) -> int:
     a name they read or bind, and no store between where they load."""
     count = 0
     for block in _blocks(fn):
+        # each statement's text, bindings and stores, read once per block (not once per pair)
+        texts = [
+            cu.code(st.with_changes(leading_lines=[])).strip()
+            if isinstance(st, cst.SimpleStatementLine)
+            else None
+            for st in block
+        ]
+        binds: dict[int, set[str]] = {}
+        stores: dict[int, bool] = {}
         for j, st in enumerate(block):
-            if not isinstance(st, cst.SimpleStatementLine):
+            if texts[j] is None:
                 continue
-            text = cu.code(st.with_changes(leading_lines=[])).strip()
             names = cu.names_in(st)
             loads = any(cu.is_call(n, "tl.load") for n in cu.walk(st))
             for i in range(j - 1, -1, -1):
-                other = block[i]
-                if (
-                    isinstance(other, cst.SimpleStatementLine)
-                    and cu.code(other.with_changes(leading_lines=[])).strip() == text
-                ):
+                if texts[i] == texts[j]:
                     count += 1
                     break
-                if assigned(other) & names or (loads and writes_memory(other)):
+                if i not in binds:
+                    binds[i] = assigned(block[i])
+                if binds[i] & names:
                     break
+                if loads:
+                    if i not in stores:
+                        stores[i] = writes_memory(block[i])
+                    if stores[i]:
+                        break
     return count
 
 
@@ -129,17 +141,34 @@ def constants(fn: cst.FunctionDef) -> int:
 CHECKS = {"repeated statement": repeats, "copy": copies, "constant never varied": constants}
 
 
+@functools.lru_cache(maxsize=256)
+def _functions_of(text: str) -> dict[str, cst.FunctionDef]:
+    """The functions of a module text, parsed once per text (a suite module is the `before` of
+    every rewrite of it; libcst trees are immutable)."""
+    return _functions(cst.parse_module(text))
+
+
 def problems(before: str, after: str) -> list[str]:
     """What `after` adds that `before` did not have (ruff aside: see ruff_codes)."""
-    old, new = _functions(cst.parse_module(before)), _functions(cst.parse_module(after))
+    old, new = _functions_of(before), _functions_of(after)
+    counted: dict[tuple[int, str], int] = {}
+
+    def counts(fn: cst.FunctionDef, what: str) -> int:
+        key = (id(fn), what)
+        if key not in counted:
+            counted[key] = CHECKS[what](fn)
+        return counted[key]
+
     out = []
     for name, fn in new.items():
         origin = old.get(name) or next(
             (old[o] for o in sorted(old, key=len, reverse=True) if name.startswith(o)), None
         )
-        for what, count in CHECKS.items():
-            allowed = count(origin) if origin is not None else sum(count(f) for f in old.values())
-            found = count(fn)
+        for what in CHECKS:
+            allowed = (
+                counts(origin, what) if origin is not None else sum(counts(f, what) for f in old.values())
+            )
+            found = counts(fn, what)
             if found > allowed:
                 out.append(f"{name}: {what} x{found - allowed}")
     return out

@@ -31,7 +31,7 @@ from diagnosis.engine.srcmodel import (
     model_of_tree,
     respell,
 )
-from diagnosis.engine.srcmodel.read import arg, call_name, code, dotted, int_literal, is_call, walk
+from diagnosis.engine.srcmodel.read import arg, call_name, children, code, dotted, int_literal, is_call, walk
 from diagnosis.engine.srcmodel.values import TENSOR_DTYPES
 
 __all__ = [
@@ -89,7 +89,7 @@ def names_in(node: cst.CSTNode) -> set[str]:
         if isinstance(n, cst.Arg):
             visit(n.value)
             return
-        for c in n.children:
+        for c in children(n):
             visit(c)
 
     visit(node)
@@ -320,7 +320,7 @@ def name_loads(node: cst.CSTNode, exclude: set[int] = frozenset()) -> Counter[st
             if n.default is not None:
                 visit(n.default)
             return
-        for c in n.children:
+        for c in children(n):
             visit(c)
 
     visit(node)
