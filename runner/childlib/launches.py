@@ -316,10 +316,12 @@ def filled_allocations() -> Iterator[None]:
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
             out = func(*args, **(kwargs or {}))
             if func in empties and isinstance(out, torch.Tensor) and not out.is_complex():
-                if out.dtype == torch.bool:
-                    out.fill_(True)
-                else:
-                    out.fill_(float("nan") if out.is_floating_point() else -1)
+                # a layout fill_ does not take (sparse, quantized) stays as allocated
+                with contextlib.suppress(RuntimeError, TypeError, NotImplementedError):
+                    if out.dtype == torch.bool:
+                        out.fill_(True)
+                    else:
+                        out.fill_(float("nan") if out.is_floating_point() else -1)
             return out
 
     with Fill():
