@@ -359,3 +359,21 @@ def test_helpers_are_followed_three_calls_deep() -> None:
         return _d1(8)
     """
     assert _read_inputs(body) == [("get_inputs", (8, 3), "float32")]
+
+
+def test_a_cast_of_arithmetic_on_a_constructor_is_the_inputs_dtype() -> None:
+    """liger's and flag_gems' norm weights: ``(1 + 0.1 * torch.randn(hidden)).to(dtype)``."""
+    body = """
+    def _make(rows, hidden, dtype=torch.bfloat16):
+        return [torch.randn(rows, hidden, dtype=dtype), (1 + 0.1 * torch.randn(hidden)).to(dtype)]
+
+
+    def get_inputs():
+        return _make(8, 64) + [-(torch.rand(4) * 3).half(), torch.randn(4) * 2]
+    """
+    assert sorted(_read_inputs(body)) == [
+        ("get_inputs", (4,), "float16"),
+        ("get_inputs", (4,), "float32"),
+        ("get_inputs", (8, 64), "bfloat16"),
+        ("get_inputs", (64,), "bfloat16"),
+    ]

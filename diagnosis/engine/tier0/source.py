@@ -1294,9 +1294,11 @@ def _ctor_dtype(ctx: ModuleContext, call: ast.Call, parents: dict[ast.AST, ast.A
     for kw in call.keywords:
         if kw.arg == "dtype":
             dtype = _dtype_name(ctx, kw.value) or "unknown"
-    # method chain: torch.randn(...).half().cuda(), .to(torch.float16), .to(dtype=...)
+    # method chain: torch.randn(...).half().cuda(), .to(torch.float16), .to(dtype=...), also of
+    # arithmetic on the tensor: (1 + 0.1 * torch.randn(n)).to(dtype)
     cur: ast.AST = call
     while True:
+        cur = _through_arithmetic(cur, parents)
         parent = parents.get(cur)
         grand = parents.get(parent) if parent is not None else None
         if not (isinstance(parent, ast.Attribute) and isinstance(grand, ast.Call) and grand.func is parent):
@@ -1310,6 +1312,13 @@ def _ctor_dtype(ctx: ModuleContext, call: ast.Call, parents: dict[ast.AST, ast.A
                     dtype = found
         cur = grand
     return dtype
+
+
+def _through_arithmetic(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST:
+    """The outermost arithmetic expression around ``node``: a cast of it is a cast of ``node``."""
+    while isinstance(parents.get(node), ast.BinOp | ast.UnaryOp):
+        node = parents[node]
+    return node
 
 
 def _dtype_name(ctx: ModuleContext, node: ast.expr) -> str | None:
