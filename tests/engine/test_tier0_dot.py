@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from diagnosis.engine.evidence import Family, Severity
+from diagnosis.engine.tier0.source import parse_module
 from tests.engine import marks, primary, src, tier0
 
 SUM_CODES = {"T0-SUM-NOT-DOT"}
@@ -250,3 +251,41 @@ def test_ieee_on_half_precision_operands_is_not_flagged(dtype: str, cast: str) -
         gemm = gemm.replace("tl.dot(a, b,", f"tl.dot(a{cast}, b{cast},")
     source = HEAD + gemm + inputs(dtype) + LAUNCH_WITH.format(extra="")
     assert [f for f in tier0(source).findings if f.code in IEEE_CODES] == []
+
+
+HELPER_INPUTS = """
+
+def _make_inputs(m, n, k, dtype={dtype}):
+    return [torch.randn(n, dtype=dtype), torch.randn(m, k, dtype=dtype) / 8, torch.randn(k, n, dtype=dtype) / 8]
+
+
+_CASES = [(4096, 4096, 4096), (8192, 8192, 4096)]
+
+
+def get_inputs():
+    return _make_inputs(*_CASES[0])
+
+
+def get_input_cases():
+    return [_make_inputs(*case) for case in _CASES]
+"""
+
+
+def _helper_source(dtype: str) -> str:
+    """flag_gems' addmm harness: allow_tf32=False on a dot whose inputs a helper builds."""
+    gemm = DOT_GEMM.replace("  # <- T0-DOT-FP32-PRECISION", "").format(precision=", allow_tf32=False")
+    return HEAD + gemm + HELPER_INPUTS.format(dtype=dtype) + LAUNCH_WITH.format(extra="")
+
+
+@pytest.mark.parametrize("dtype", ["torch.float16", "torch.bfloat16"])
+def test_ieee_is_not_flagged_when_a_helper_builds_half_precision_inputs(dtype: str) -> None:
+    source = _helper_source(dtype)
+    assert {t.dtype for t in parse_module(source).inputs} == {dtype.removeprefix("torch.")}
+    assert [f for f in tier0(source).findings if f.code in IEEE_CODES] == []
+
+
+def test_ieee_is_flagged_when_a_helper_builds_fp32_inputs() -> None:
+    source = _helper_source("torch.float32")
+    assert parse_module(source).input_dtypes() == {"float32"}
+    (finding,) = [f for f in tier0(source).findings if f.code in IEEE_CODES]
+    assert finding.args["spelling"] == "allow_tf32=False"

@@ -177,3 +177,203 @@ def test_tier0_reads_kernels_and_helper_launches_from_the_source_model(
     (site,) = module.launches
     assert (site.kernel, site.function) == ("k", "fill")
     assert site.values["BLOCK"].value == 256 and site.options["num_warps"].value == 2
+
+
+def _read_inputs(body: str) -> list[tuple[str, tuple[int | None, ...], str]]:
+    module = parse_module(src("import torch\n\n\n" + src(body)))
+    return [(t.function, t.shape, t.dtype) for t in module.inputs]
+
+
+HELPER_INPUTS = [
+    pytest.param(
+        """
+        def _make(m, k, dtype=torch.float16):
+            return [torch.randn(m, k, dtype=dtype), torch.randn(k, dtype=dtype) / 8]
+
+
+        def get_inputs():
+            return _make(64, 32)
+        """,
+        [("get_inputs", (64, 32), "float16"), ("get_inputs", (32,), "float16")],
+        id="dtype-default",
+    ),
+    pytest.param(
+        """
+        def _make(m, k, dtype=torch.float16):
+            return [torch.randn(m, k, dtype=dtype)]
+
+
+        def get_inputs():
+            return _make(k=8, m=16, dtype=torch.bfloat16)
+        """,
+        [("get_inputs", (16, 8), "bfloat16")],
+        id="keyword-dtype",
+    ),
+    pytest.param(
+        """
+        _CASES = [(4096, 1024), (128, 64)]
+
+
+        def _make(rows, cols, dtype=torch.float32):
+            return [torch.randn(rows, cols, dtype=dtype).half()]
+
+
+        def get_inputs():
+            return _make(*_CASES[0])
+
+
+        def get_input_cases():
+            return [_make(*case, dtype=torch.float32) for case in _CASES]
+        """,
+        [
+            ("get_inputs", (4096, 1024), "float16"),
+            ("get_input_cases", (4096, 1024), "float16"),
+            ("get_input_cases", (128, 64), "float16"),
+        ],
+        id="star-over-a-literal-list",
+    ),
+    pytest.param(
+        """
+        def _tensor(n, dtype):
+            return torch.rand(n, 2 * n, dtype=dtype)
+
+
+        def _make(n, dtype=torch.bfloat16):
+            return [_tensor(n * 4, dtype), torch.randint(0, n, (n,))]
+
+
+        def get_inputs():
+            return _make(16)
+        """,
+        [("get_inputs", (64, 128), "bfloat16"), ("get_inputs", (16,), "int64")],
+        id="two-levels-deep",
+    ),
+    pytest.param(
+        """
+        def _make(m, k):
+            m = m * 2
+            return [torch.randn(m, k)]
+
+
+        def get_inputs():
+            m, k = 128, 64
+            return _make(k, m)
+        """,
+        [("get_inputs", (None, 128), "float32")],
+        id="arguments-read-in-the-caller-a-reassigned-parameter-unknown",
+    ),
+    pytest.param(
+        """
+        def _make(rows, cols, dtype=torch.float16):
+            return [torch.randn(rows, cols, dtype=dtype)]
+
+
+        def get_inputs():
+            return _make(*read_shape())
+        """,
+        [("get_inputs", (None, None), "unknown")],
+        id="star-over-an-unknown-sequence",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), HELPER_INPUTS)
+def test_it_reads_inputs_built_by_module_level_helpers(body: str, expected: list) -> None:
+    assert _read_inputs(body) == expected
+
+
+def test_a_helper_input_has_the_line_of_its_constructor() -> None:
+    source = src(
+        """
+        import torch
+
+
+        def _make(n, dtype=torch.float16):
+            x = torch.randn(n, n, dtype=dtype)
+            return [x]
+
+
+        def get_inputs():
+            return _make(32)
+        """
+    )
+    (tensor,) = parse_module(source).inputs
+    assert tensor.line == source.splitlines().index("    x = torch.randn(n, n, dtype=dtype)") + 1
+    assert (tensor.function, tensor.shape, tensor.dtype) == ("get_inputs", (32, 32), "float16")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(
+            """
+            def _make(n):
+                return [torch.randn(n)] + (_make(n // 2) if n > 1 else [])
+
+
+            def get_inputs():
+                return _make(16)
+            """,
+            id="self-recursive",
+        ),
+        pytest.param(
+            """
+            def _a(n):
+                return [torch.randn(n)] + _b(n // 2)
+
+
+            def _b(n):
+                return _a(n) if n > 1 else []
+
+
+            def get_inputs():
+                return _a(16)
+            """,
+            id="mutually-recursive",
+        ),
+    ],
+)
+def test_a_recursive_helper_is_read_once(body: str) -> None:
+    assert _read_inputs(body) == [("get_inputs", (16,), "float32")]
+
+
+def test_helpers_are_followed_three_calls_deep() -> None:
+    body = """
+    def _d4(n):
+        return torch.randn(n, 4)
+
+
+    def _d3(n):
+        return [torch.randn(n, 3), _d4(n)]
+
+
+    def _d2(n):
+        return _d3(n)
+
+
+    def _d1(n):
+        return _d2(n)
+
+
+    def get_inputs():
+        return _d1(8)
+    """
+    assert _read_inputs(body) == [("get_inputs", (8, 3), "float32")]
+
+
+def test_a_cast_of_arithmetic_on_a_constructor_is_the_inputs_dtype() -> None:
+    """liger's and flag_gems' norm weights: ``(1 + 0.1 * torch.randn(hidden)).to(dtype)``."""
+    body = """
+    def _make(rows, hidden, dtype=torch.bfloat16):
+        return [torch.randn(rows, hidden, dtype=dtype), (1 + 0.1 * torch.randn(hidden)).to(dtype)]
+
+
+    def get_inputs():
+        return _make(8, 64) + [-(torch.rand(4) * 3).half(), torch.randn(4) * 2]
+    """
+    assert sorted(_read_inputs(body)) == [
+        ("get_inputs", (4,), "float16"),
+        ("get_inputs", (4,), "float32"),
+        ("get_inputs", (8, 64), "bfloat16"),
+        ("get_inputs", (64,), "bfloat16"),
+    ]

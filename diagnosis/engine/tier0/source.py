@@ -1081,29 +1081,161 @@ def _grid_tuple(expr: ast.expr, resolver: Resolver, line: int) -> tuple[Value, .
 # inputs
 
 
+# Helpers of get_inputs / get_input_cases are followed this many calls deep; a recursive helper
+# stops at its first repeat. The tensors collected per function are capped (comprehensions
+# multiply them).
+_HELPER_DEPTH = 3
+_MAX_INPUTS = 1024
+
+
 def _find_inputs(ctx: ModuleContext) -> list[InputTensor]:
     out: list[InputTensor] = []
     for fname in ("get_inputs", "get_input_cases"):
         fn = ctx.functions.get(fname)
-        if fn is None:
-            continue
-        resolver = Resolver(ctx, fn)
-        parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(fn):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Call):
-                continue
-            name = ctx.canonical(node.func) or ""
-            if not (name.startswith("torch.") and name.split(".")[-1] in TENSOR_CTORS):
-                continue
-            for env in _comprehension_envs(ctx, node, parents):
-                sub = _Substitute(env).visit(_deepcopy(node)) if env else node
-                shape = _ctor_shape(ctx, sub, resolver)
-                dtype = _ctor_dtype(ctx, node, parents)
-                out.append(InputTensor(shape, dtype, node.lineno, fname))
+        if fn is not None:
+            out += _inputs_of(ctx, fn, (fname,))
     return out
+
+
+def _inputs_of(ctx: ModuleContext, fn: ast.FunctionDef, path: tuple[str, ...]) -> list[InputTensor]:
+    """The tensors ``fn`` builds, and those built by the module-level helpers it calls with the
+    call's arguments in place of the helper's parameters. ``path``: the functions on the way here,
+    get_inputs or get_input_cases first (the function every tensor found is reported under)."""
+    resolver = Resolver(ctx, fn)
+    parents = _parents(fn)
+    out: list[InputTensor] = []
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call) or len(out) >= _MAX_INPUTS:
+            continue
+        name = ctx.canonical(node.func) or ""
+        if name.startswith("torch.") and name.split(".")[-1] in TENSOR_CTORS:
+            out += _ctor_inputs(ctx, node, parents, resolver, path[0])
+            continue
+        helper = _helper_called(ctx, node, path)
+        if helper is not None:
+            out += _helper_inputs(ctx, helper, node, parents, resolver, path)
+    return out[:_MAX_INPUTS]
+
+
+def _helper_inputs(
+    ctx: ModuleContext,
+    helper: ast.FunctionDef,
+    node: ast.Call,
+    parents: dict[ast.AST, ast.AST],
+    resolver: Resolver,
+    path: tuple[str, ...],
+) -> list[InputTensor]:
+    """The tensors ``helper`` builds when ``node`` calls it, once per binding of the comprehensions
+    around the call, each with the helper's own line."""
+    out: list[InputTensor] = []
+    for env in _comprehension_envs(ctx, node, parents):
+        call = _Substitute(env).visit(_deepcopy(node)) if env else node
+        body = _Substitute(_bind_helper(ctx, helper, call, resolver)).visit(_deepcopy(helper))
+        out += _inputs_of(ctx, body, (*path, helper.name))
+    return out
+
+
+def _ctor_inputs(
+    ctx: ModuleContext, node: ast.Call, parents: dict[ast.AST, ast.AST], resolver: Resolver, fname: str
+) -> list[InputTensor]:
+    """One tensor per binding of the comprehensions around the constructor call ``node``."""
+    dtype = _ctor_dtype(ctx, node, parents)
+    out = []
+    for env in _comprehension_envs(ctx, node, parents):
+        sub = _Substitute(env).visit(_deepcopy(node)) if env else node
+        out.append(InputTensor(_ctor_shape(ctx, sub, resolver), dtype, node.lineno, fname))
+    return out
+
+
+def _parents(fn: ast.AST) -> dict[ast.AST, ast.AST]:
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(fn):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    return parents
+
+
+def _helper_called(ctx: ModuleContext, call: ast.Call, path: tuple[str, ...]) -> ast.FunctionDef | None:
+    """The module-level function ``call`` calls by name, unless it is already on ``path`` (a
+    recursion) or ``path`` is as deep as helpers are followed."""
+    if not isinstance(call.func, ast.Name) or call.func.id in path or len(path) > _HELPER_DEPTH:
+        return None
+    return ctx.functions.get(call.func.id)
+
+
+def _bind_helper(
+    ctx: ModuleContext, helper: ast.FunctionDef, call: ast.Call, resolver: Resolver
+) -> dict[str, ast.expr]:
+    """Parameter -> what ``call`` passes it (or its default), as an expression that means the same
+    inside ``helper``: a literal or a torch dtype. A parameter whose argument cannot be told, or
+    that the helper assigns to, is left out and stays unknown there."""
+    given, complete = _positional_args(ctx, call, resolver)
+    positional = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+    defaults = _defaults(helper)
+    if any(kw.arg is None for kw in call.keywords):  # **kwargs may set any of them
+        defaults = {}
+    elif not complete:  # *args of unknown length may set any positional one
+        defaults = {n: d for n, d in defaults.items() if n not in positional}
+    module = Resolver(ctx)
+    bound = {n: _binding(ctx, d, module, helper.lineno) for n, d in defaults.items()}
+    bound |= {n: _binding(ctx, a, resolver, call.lineno) for n, a in zip(positional, given, strict=False)}
+    names = {a.arg for a in _all_args(helper.args)}
+    bound |= {
+        kw.arg: _binding(ctx, kw.value, resolver, call.lineno) for kw in call.keywords if kw.arg in names
+    }
+    stored = _stored_names(helper)
+    return {n: e for n, e in bound.items() if e is not None and n not in stored}
+
+
+def _positional_args(ctx: ModuleContext, call: ast.Call, resolver: Resolver) -> tuple[list[ast.expr], bool]:
+    """The call's positional arguments with ``*literal`` spread; False when a ``*`` argument is not
+    a literal sequence (the arguments from there on are unknown)."""
+    out: list[ast.expr] = []
+    for arg in call.args:
+        if not isinstance(arg, ast.Starred):
+            out.append(arg)
+            continue
+        elts = _literal_elts(ctx, arg.value, resolver, call.lineno)
+        if elts is None:
+            return out, False
+        out += elts
+    return out, True
+
+
+def _literal_elts(ctx: ModuleContext, node: ast.expr, resolver: Resolver, line: int) -> list[ast.expr] | None:
+    """The elements of a literal tuple or list, also through module constants and literal
+    subscripts (``_CASES[0]``)."""
+    if isinstance(node, ast.Subscript):
+        elts = _literal_elts(ctx, node.value, resolver, line)
+        index = resolver.resolve(node.slice, line).as_int()
+        if elts is None or index is None or not -len(elts) <= index < len(elts):
+            return None
+        node = elts[index]
+    if isinstance(node, ast.Name) and node.id in ctx.constants:
+        node = ctx.constants[node.id][1]
+    return list(node.elts) if isinstance(node, ast.Tuple | ast.List) else None
+
+
+def _defaults(fn: ast.FunctionDef) -> dict[str, ast.expr]:
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    named = [a.arg for a in positional[len(positional) - len(args.defaults) :]]
+    out = dict(zip(named, args.defaults, strict=True))
+    out |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+    return out
+
+
+def _binding(ctx: ModuleContext, node: ast.expr, resolver: Resolver, line: int) -> ast.expr | None:
+    """``node`` (read by ``resolver`` at ``line``) as an expression that needs no local names: a
+    torch dtype as written, a value as a literal; None when it is neither."""
+    if _dtype_name(ctx, node) is not None:
+        return node
+    value = resolver.resolve(node, line)
+    return ast.Constant(value.value) if value.known else None
+
+
+def _stored_names(fn: ast.FunctionDef) -> set[str]:
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)}
 
 
 def _comprehension_envs(
@@ -1162,9 +1294,11 @@ def _ctor_dtype(ctx: ModuleContext, call: ast.Call, parents: dict[ast.AST, ast.A
     for kw in call.keywords:
         if kw.arg == "dtype":
             dtype = _dtype_name(ctx, kw.value) or "unknown"
-    # method chain: torch.randn(...).half().cuda(), .to(torch.float16), .to(dtype=...)
+    # method chain: torch.randn(...).half().cuda(), .to(torch.float16), .to(dtype=...), also of
+    # arithmetic on the tensor: (1 + 0.1 * torch.randn(n)).to(dtype)
     cur: ast.AST = call
     while True:
+        cur = _through_arithmetic(cur, parents)
         parent = parents.get(cur)
         grand = parents.get(parent) if parent is not None else None
         if not (isinstance(parent, ast.Attribute) and isinstance(grand, ast.Call) and grand.func is parent):
@@ -1178,6 +1312,13 @@ def _ctor_dtype(ctx: ModuleContext, call: ast.Call, parents: dict[ast.AST, ast.A
                     dtype = found
         cur = grand
     return dtype
+
+
+def _through_arithmetic(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST:
+    """The outermost arithmetic expression around ``node``: a cast of it is a cast of ``node``."""
+    while isinstance(parents.get(node), ast.BinOp | ast.UnaryOp):
+        node = parents[node]
+    return node
 
 
 def _dtype_name(ctx: ModuleContext, node: ast.expr) -> str | None:
