@@ -567,6 +567,13 @@ STYLES = [
     st.row(ADD_DEFAULT, "add_tutorial.py",
            ['triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)', "BLOCK_SIZE: tl.constexpr = 1024):"],
            id="block-from-the-constexpr-default"),
+    st.row(st.source("unit_norm_branches.py"), "unit_norm_branches.py",
+           ['triton.Config({"BLOCK_R": 2, "BLOCK_C": 512}, num_warps=4)', 'key=["R", "C"]',
+            # each branch's grid already reads meta: both stay, the launches lose their blocks
+            '        grid = lambda META: (triton.cdiv(R, META["BLOCK_R"]),)  # noqa: E731\n'
+            "        with torch.device(x.device):\n            unit_rows_kernel[grid](out, x, R, C)\n",
+            "unit_cols_kernel[grid](out, x, R, C)\n"],
+           ["BLOCK_R=2", "BLOCK_R=512"], id="grid-lambda-bound-in-each-branch-of-a-dim-dispatch"),
     *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
 ]
 
@@ -578,6 +585,17 @@ STYLE_REFUSALS = [
         ),
         "add_tutorial.py",
         id="block-supplied-by-heuristics",
+    ),
+    # the grid each launch reads is its branch's lambda or, for small inputs, a tuple of the
+    # fixed block: no one binding reaches the launch, so the block cannot leave it
+    st.row(
+        re.sub(
+            r"(        grid = lambda META: \(triton.cdiv\((\w), .*\n)",
+            r"\1        if \2 < 4096:\n            grid = (triton.cdiv(\2, 2),)\n",
+            st.source("unit_norm_branches.py"),
+        ),
+        "unit_norm_branches.py",
+        id="grid-rebound-in-a-branch-before-the-launch",
     ),
 ]
 

@@ -245,6 +245,136 @@ def test_it_reads_the_grid_in_every_form(grid: str, form: str, axes: int | None)
     assert (None if g.elements is None else len(g.elements)) == axes
 
 
+def _forward(body: str) -> str:
+    """A module whose forward runs `body` (written at no indentation) with kernels `k` and `k2`."""
+    lines = "".join(f"        {line}\n" if line else "\n" for line in src(body).splitlines())
+    kernel = (
+        "@triton.jit\ndef {}(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, 1.0, mask=offs < n)\n\n\n"
+    )
+    return (
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        + kernel.format("k") + kernel.format("k2")
+        + f"class ModelNew:\n    def forward(self, x, dim, n):\n{lines}        return x\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "forms"),
+    [
+        pytest.param(
+            """
+            if dim == 0:
+                grid = (triton.cdiv(n, 256),)
+                k[grid](x, n, BLOCK=256)
+            elif dim == 1:
+                grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
+                with torch.device(x.device):
+                    k2[grid](x, n, BLOCK=128)
+            else:
+                grid = (1,)
+            """,
+            ["tuple", "lambda"],
+            id="each-branch-binds-its-own",
+        ),
+        pytest.param(
+            """
+            for i in range(2):
+                if i == 0:
+                    grid = (n,)
+                    k[grid](x, n, BLOCK=256)
+                else:
+                    grid = (1,)
+            """,
+            ["tuple"],
+            id="in-a-loop-the-branch-binds-it-first",
+        ),
+        pytest.param(
+            """
+            if dim == 0:
+                grid = (n,)
+            else:
+                grid = (1,)
+            k[grid](x, n, BLOCK=256)
+            """,
+            ["other"],
+            id="launch-after-the-branches",
+        ),
+        pytest.param(
+            """
+            grid = (n,)
+            if dim == 0:
+                grid = (1,)
+            k[grid](x, n, BLOCK=256)
+            """,
+            ["other"],
+            id="rebound-in-a-branch-before-the-launch",
+        ),
+        pytest.param(
+            """
+            grid = (n,)
+            for i in range(2):
+                if i == 0:
+                    k[grid](x, n, BLOCK=256)
+                else:
+                    grid = (1,)
+            """,
+            ["other"],
+            id="rebound-in-the-other-branch-of-a-loop",
+        ),
+        pytest.param(
+            """
+            grid = (1,)
+            if dim == 0:
+                grid = (n,)
+            for i in range(2):
+                grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
+                k[grid](x, n, BLOCK=256)
+                grid = (1,)
+            """,
+            ["lambda"],
+            id="the-last-binding-before-it-overrides-every-other",
+        ),
+        pytest.param(
+            """
+            grid = (n,)
+            for i in range(2):
+                k[grid](x, n, BLOCK=256)
+                grid = (1,)
+            """,
+            ["other"],
+            id="rebound-after-it-in-a-loop",
+        ),
+        pytest.param(
+            """
+            a, grid = 0, (n,)
+            if dim == 0:
+                grid = (1,)
+            else:
+                k[grid](x, n, BLOCK=256)
+            """,
+            ["other"],
+            id="the-binding-before-it-is-not-plain",
+        ),
+        pytest.param(
+            """
+            if dim == 0:
+                k[grid](x, n, BLOCK=256)
+                grid = (n,)
+            else:
+                grid = (1,)
+            """,
+            ["other"],
+            id="bound-after-the-launch",
+        ),
+    ],
+)
+def test_a_grid_name_bound_in_several_branches_is_read_where_one_binding_reaches(body: str, forms: list[str]) -> None:
+    m = model_of(_forward(body))
+    assert [m.grid(launch).form for launch in m.launches] == forms
+
+
 NESTED = src(
     """
     import torch

@@ -5,7 +5,8 @@ that `forward` calls, a function nested in either; `k` may be the kernel or a mo
 (`k_tuned = triton.autotune(...)(k)`). Arguments bind to parameters as Python binds them,
 by position or by keyword; keywords that are no parameter are launch options (`num_warps`).
 The grid is read as Triton reads it: a tuple, a `lambda meta: (...)`, a function of `meta`, or a
-name bound once to one of those.
+name bound to one of those: once, or last before the launch with nothing between (each branch
+of an `if` binding its own).
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
     node = launch.grid
     binding = None
     if isinstance(node, cst.Name):
-        value = bound_once(launch.function, node.value)
+        value = bound_at(launch.function, node.value, launch.call)
         if value is not None:
             node = binding = value
     if isinstance(node, (cst.Tuple, cst.List)):
@@ -209,21 +210,90 @@ def meta_reads(node: cst.CSTNode, meta: str) -> set[str]:
     return out
 
 
-def bound_once(function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
-    """The value of `name` in `function` when one plain `name = value` is its only binding."""
-    found: list[cst.BaseExpression | None] = []
-    if name in {p.name.value for p in read.params_of(function)}:
-        return None
+def _bindings(function: cst.FunctionDef, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
+    """Every binding of `name` in `function`'s body: (the binding node, the value where it is a
+    plain `name = value`, else None)."""
+    found: list[tuple[cst.CSTNode, cst.BaseExpression | None]] = []
     for n in read.walk(function.body):
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 if isinstance(t.target, cst.Name) and t.target.value == name:
-                    found.append(n.value)
+                    found.append((n, n.value))
                 elif any(isinstance(x, cst.Name) and x.value == name for x in read.walk(t.target)):
-                    found.append(None)
+                    found.append((n, None))
         elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
             if any(isinstance(x, cst.Name) and x.value == name for x in read.walk(n.target)):
-                found.append(None)
+                found.append((n, None))
         elif isinstance(n, cst.AsName) and isinstance(n.name, cst.Name) and n.name.value == name:
-            found.append(None)
-    return found[0] if len(found) == 1 else None
+            found.append((n, None))
+    return found
+
+
+def bound_once(function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+    """The value of `name` in `function` when one plain `name = value` is its only binding."""
+    if name in {p.name.value for p in read.params_of(function)}:
+        return None
+    found = _bindings(function, name)
+    return found[0][1] if len(found) == 1 else None
+
+
+def bound_at(function: cst.FunctionDef, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:
+    """The value `name` has where `at` (a node of `function`'s body) runs: that of its only
+    binding (`bound_once`), or that of the plain `name = value` statement that last binds it
+    before `at`, in `at`'s block or one around it, when nothing between that statement and
+    `at` binds it, as where each branch binds its own grid:
+
+        if dim == 0:
+            grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]),)
+            k_rows[grid](...)
+        else:
+            grid = lambda meta: (triton.cdiv(N, meta["BLOCK_N"]),)
+            k_cols[grid](...)
+
+    `at` runs only after that statement and the ones between them have run, so any other
+    binding (in another branch, before it, after the statement that holds `at`) is overwritten
+    before `at` reads the name. "Between" includes all of the statement that holds `at` in
+    that block: a loop in it could rebind the name after `at`, for its next round. None
+    otherwise."""
+    once = bound_once(function, name)
+    if once is not None or name in {p.name.value for p in read.params_of(function)}:
+        return once
+    found = _bindings(function, name)
+    paths = _paths(function.body, {id(at), *(id(n) for n, _ in found)})
+    here = paths.get(id(at))
+    if here is None:
+        return None
+    sites = [(paths[id(n)], value) for n, value in found]
+
+    def inside(statement: cst.CSTNode, depth: int) -> list[tuple[tuple[cst.CSTNode, ...], cst.BaseExpression | None]]:
+        return [(path, v) for path, v in sites if len(path) > depth and path[depth] is statement]
+
+    for depth in range(len(here) - 2, -1, -1):  # the blocks around `at`, innermost first
+        block, current = here[depth], here[depth + 1]
+        if not isinstance(block, cst.IndentedBlock):
+            continue
+        before = list(block.body)[: [id(st) for st in block.body].index(id(current))]
+        for statement in reversed(before):
+            binds = inside(statement, depth + 1)
+            if not binds:
+                continue
+            (path, value), *more = binds
+            # one plain `name = value` line, and nothing in the statement around `at` binds it
+            plain = not more and value is not None and len(path) == depth + 3
+            return value if plain and not inside(current, depth + 1) else None
+    return None
+
+
+def _paths(root: cst.CSTNode, targets: set[int]) -> dict[int, tuple[cst.CSTNode, ...]]:
+    """For each node under `root` whose id is in `targets`: the nodes from `root` down to it."""
+    out: dict[int, tuple[cst.CSTNode, ...]] = {}
+
+    def visit(node: cst.CSTNode, above: tuple[cst.CSTNode, ...]) -> None:
+        path = (*above, node)
+        if id(node) in targets:
+            out[id(node)] = path
+        for child in read.children(node):
+            visit(child, path)
+
+    visit(root, ())
+    return out

@@ -438,9 +438,10 @@ def _rewrite_axes(
                 return None
             edits.append((lit, cu.expr(f'{meta}["{choice}"]')))
         new_value = cu.replace_in(value, edits) if edits else value
-        new_value = cu.subst_names(
-            new_value, lambda n: cu.expr(f'{meta}["{names[n.value]}"]') if n.value in names else None
-        )
+        if cu.names_in(new_value) & set(names):  # else the axis itself: a grid that needs no change stays
+            new_value = cu.subst_names(
+                new_value, lambda n: cu.expr(f'{meta}["{names[n.value]}"]') if n.value in names else None
+            )
         if not (axes.get(i, set()) & set(plan.tuned)) <= meta_reads(new_value, meta):
             return None  # an axis the kernel tiles by a tuned block must follow it
         out.append(new_value)
@@ -575,7 +576,8 @@ def _plan(
         new_grid = _rewrite_grid(plan, bindings, names, meta)
         if new_grid is None:
             return None
-        if new_grid is launch.model.grid(launch).node:
+        old_grid = launch.model.grid(launch).node
+        if new_grid is old_grid:
             pass  # a lambda that reads its blocks from meta already: it stays as it is
         elif f'{meta}["' not in cu.code(new_grid) and not isinstance(new_grid, cst.Lambda):
             pass  # the grid does not depend on the tuned blocks: it stays as it is
@@ -586,7 +588,7 @@ def _plan(
             )
         if plan.fixed_up_to is not None:  # the fixed launch keeps its grid; the tuned one gets its own
             plan.tuned_grid = new_grid
-        elif isinstance(new_grid, cst.Lambda) and new_grid is not launch.grid:
+        elif isinstance(new_grid, cst.Lambda) and new_grid is not old_grid:
             b = bindings.single(launch.grid.value) if isinstance(launch.grid, cst.Name) else None
             if b is not None and b.value is not None and _reads(launch, launch.grid.value, bindings) == 1:
                 plan.edits.append((b.value, new_grid))
