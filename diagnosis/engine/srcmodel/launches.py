@@ -77,7 +77,10 @@ class Launch:
         return a is not None and a.keyword is None
 
 
-class _Finder(cst.CSTVisitor):
+class _Finder:
+    """The launches under a tree, with the classes, functions and statement line around each: a
+    walk over `read.children` (a libcst visitor would rebuild every node it passes)."""
+
     def __init__(self, targets: dict[str, str]) -> None:
         self.targets = targets  # launched name -> kernel name
         self.classes: list[str] = []
@@ -86,25 +89,30 @@ class _Finder(cst.CSTVisitor):
         self.lines: list[cst.SimpleStatementLine] = []
         self.found: list[Launch] = []
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append(node.name.value)
-        self.class_depth.append(len(self.functions))
+    def visit(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call):
+            self.visit_Call(node)
+        scope = self._enter(node)
+        for child in read.children(node):
+            self.visit(child)
+        if scope is not None:
+            scope.pop()
+            if scope is self.classes:
+                self.class_depth.pop()
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.classes.pop()
-        self.class_depth.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(node)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.functions.pop()
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.lines.append(node)
-
-    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
-        self.lines.pop()
+    def _enter(self, node: cst.CSTNode) -> list | None:
+        """Open the scope `node` opens (the list it was pushed on), if any."""
+        if isinstance(node, cst.ClassDef):
+            self.classes.append(node.name.value)
+            self.class_depth.append(len(self.functions))
+            return self.classes
+        if isinstance(node, cst.FunctionDef):
+            self.functions.append(node)
+            return self.functions
+        if isinstance(node, cst.SimpleStatementLine):
+            self.lines.append(node)
+            return self.lines
+        return None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -145,7 +153,7 @@ def find_launches(tree: cst.Module, kernels: dict[str, Kernel]) -> list[Launch]:
         for h in k.handles:
             targets.setdefault(h, k.name)
     finder = _Finder(targets)
-    tree.visit(finder)
+    finder.visit(tree)
     return finder.found
 
 
@@ -265,7 +273,9 @@ def bound_at(function: cst.FunctionDef, name: str, at: cst.CSTNode) -> cst.BaseE
         return None
     sites = [(paths[id(n)], value) for n, value in found]
 
-    def inside(statement: cst.CSTNode, depth: int) -> list[tuple[tuple[cst.CSTNode, ...], cst.BaseExpression | None]]:
+    def inside(
+        statement: cst.CSTNode, depth: int
+    ) -> list[tuple[tuple[cst.CSTNode, ...], cst.BaseExpression | None]]:
         return [(path, v) for path, v in sites if len(path) > depth and path[depth] is statement]
 
     for depth in range(len(here) - 2, -1, -1):  # the blocks around `at`, innermost first

@@ -18,6 +18,8 @@ from typing import Any
 
 import libcst as cst
 
+from diagnosis.engine.srcmodel.nodes import walk
+
 # Where Triton keeps what it also exports at the top (`triton.runtime.jit.jit` is `triton.jit`).
 _SAME = {
     "triton.runtime.jit": "triton.jit",
@@ -68,8 +70,8 @@ def collect(tree: cst.Module) -> Names:
     imports: dict[str, str] = {}
     bound: set[str] = set()
 
-    class V(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> None:
+    for node in walk(tree):
+        if isinstance(node, cst.Import):
             for alias in node.names:
                 full = _dotted(alias.name)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -78,10 +80,9 @@ def collect(tree: cst.Module) -> Names:
                     root = full.split(".")[0]
                     imports[root] = root
             bound.update(imports)
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        elif isinstance(node, cst.ImportFrom):
             if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-                return
+                continue
             module = _dotted(node.module)
             for alias in node.names:
                 name = _dotted(alias.name)
@@ -92,8 +93,6 @@ def collect(tree: cst.Module) -> Names:
                 )
                 imports[local] = f"{module}.{name}"
                 bound.add(local)
-
-    tree.visit(V())
     for st in tree.body:
         if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
             bound.add(st.name.value)
@@ -172,19 +171,13 @@ def _used_heads(tree: cst.Module) -> set[str]:
     heads = {h for h, _ in _HEADS}
     found: set[str] = set()
 
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
+    for node in walk(tree, prune=cst.ImportAlias):  # `import triton.language` names no head
+        if isinstance(node, cst.Attribute):
             base = node.value
             while isinstance(base, cst.Attribute):
                 base = base.value
             if isinstance(base, cst.Name) and base.value in heads:
                 found.add(base.value)
-            return True
-
-        def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
-            return False
-
-    tree.visit(V())
     return found
 
 
