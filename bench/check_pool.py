@@ -8,6 +8,7 @@ in that child. A module that hangs or kills its child fails alone and the child 
 
     check_modules(paths, jobs)   check_suite's comparison on each file (results as check_module's)
     run_pool(command, ...)       the same dispatch for any child that speaks `serve`'s protocol
+    Pool(command, env, marker)   run_pool whose children outlive one run (Pool.run, Pool.close)
 
 Child: python bench/check_pool.py [--seed N]   (reads paths on stdin, TRITON_INTERPRET=1 set)
 Only the standard library here; the children need what check_suite's need.
@@ -112,74 +113,115 @@ def run_pool(
     a path per line on stdin and prints one `marker` + JSON line per path (see `serve`). The next
     path goes to whichever child finishes first. Returns each path's parsed result, or a string
     saying why there is none (the child timed out after `timeout` s on it, or died), and calls
-    on_result(path, that) as each one comes."""
-    import selectors
-
-    pending = list(paths)
-    results: dict[str, dict | str] = {}
-    children: list[_PoolChild] = []
-    selector = selectors.DefaultSelector()
-
-    def finish(path: str, result: dict | str) -> None:
-        results[path] = result
-        if on_result is not None:
-            on_result(path, result)
-
-    def retire(child: _PoolChild, kill: bool) -> None:
-        selector.unregister(child.proc.stdout)
-        children.remove(child)
-        child.close(kill=kill)
-
-    def dispatch(child: _PoolChild) -> None:
-        path = pending.pop(0)
-        if not child.send(path):
-            child.proc.wait()
-            finish(path, f"child exited with {child.proc.returncode} before it was given the file")
-            retire(child, kill=True)
-
+    on_result(path, that) as each one comes. The children exit when it returns (`Pool` keeps them)."""
+    pool = Pool(command, env, marker)
     try:
-        while pending or any(c.path for c in children):
-            for child in [c for c in children if c.path is None]:
-                if pending:
-                    dispatch(child)
-            while pending and len(children) < max(1, jobs):
-                child = _PoolChild(command, env)
-                children.append(child)
-                selector.register(child.proc.stdout, selectors.EVENT_READ, child)
-                dispatch(child)
-            busy = [c for c in children if c.path is not None]
-            if not busy:
-                continue
-            wait = max(0.0, min(c.started for c in busy) + timeout - time.monotonic())
-            for key, _ in selector.select(wait):
-                child = key.data
-                data = os.read(child.proc.stdout.fileno(), 1 << 16)
-                if not data:  # the child died (in the middle of its file, or between files)
-                    child.proc.wait()
-                    if child.path is not None:
-                        why = f"child exited with {child.proc.returncode} and no result:\n{child.tail()}"
-                        finish(child.path, why)
-                    retire(child, kill=False)
-                    continue
-                child.buffer += data
-                *lines, child.buffer = child.buffer.split(b"\n")
-                for line in lines:
-                    text = line.decode(errors="replace")
-                    if text.startswith(marker) and child.path is not None:
-                        result = json.loads(text[len(marker) :])
-                        result.setdefault("seconds", time.monotonic() - child.started)
-                        path, child.path = child.path, None
-                        finish(path, result)
-                    else:
-                        child.printed += line + b"\n"
-            now = time.monotonic()
-            for child in [c for c in children if c.path is not None and now - c.started > timeout]:
-                finish(child.path, f"timed out after {timeout:.0f} s")
-                retire(child, kill=True)
+        return pool.run(paths, jobs, timeout, on_result)
     finally:
-        for child in list(children):
-            retire(child, kill=child.path is not None)
-    return results
+        pool.close()
+
+
+class Pool:
+    """run_pool's children, kept between runs: a caller that checks files in many batches (the
+    rules tests, one batch per test) pays for a child's start (importing torch and triton, about
+    2.5 CPU seconds) once, not once per batch. A child that timed out or died is replaced."""
+
+    def __init__(self, command: list[str], env: dict[str, str], marker: str) -> None:
+        self.command, self.env, self.marker = command, env, marker
+        self.idle: list[_PoolChild] = []
+
+    def run(
+        self,
+        paths: list[str],
+        jobs: int,
+        timeout: float,
+        on_result: Callable[[str, dict | str], None] | None = None,
+    ) -> dict[str, dict | str]:
+        """run_pool's dispatch of `paths` over up to `jobs` children, idle ones first."""
+        import selectors
+
+        pending = list(paths)
+        results: dict[str, dict | str] = {}
+        children: list[_PoolChild] = []
+        selector = selectors.DefaultSelector()
+
+        def finish(path: str, result: dict | str) -> None:
+            results[path] = result
+            if on_result is not None:
+                on_result(path, result)
+
+        def retire(child: _PoolChild, kill: bool) -> None:
+            selector.unregister(child.proc.stdout)
+            children.remove(child)
+            child.close(kill=kill)
+
+        def dispatch(child: _PoolChild) -> None:
+            path = pending.pop(0)
+            if not child.send(path):
+                child.proc.wait()
+                finish(path, f"child exited with {child.proc.returncode} before it was given the file")
+                retire(child, kill=True)
+
+        def start() -> _PoolChild:
+            child = self.idle.pop() if self.idle else _PoolChild(self.command, self.env)
+            children.append(child)
+            selector.register(child.proc.stdout, selectors.EVENT_READ, child)
+            return child
+
+        try:
+            while pending or any(c.path for c in children):
+                for child in [c for c in children if c.path is None]:
+                    if pending:
+                        dispatch(child)
+                while pending and len(children) < max(1, jobs):
+                    dispatch(start())
+                busy = [c for c in children if c.path is not None]
+                if not busy:
+                    continue
+                wait = max(0.0, min(c.started for c in busy) + timeout - time.monotonic())
+                for key, _ in selector.select(wait):
+                    self._read(key.data, finish, retire)
+                now = time.monotonic()
+                for child in [c for c in children if c.path is not None and now - c.started > timeout]:
+                    finish(child.path, f"timed out after {timeout:.0f} s")
+                    retire(child, kill=True)
+        finally:
+            for child in list(children):
+                if child.path is None and child.proc.poll() is None:  # alive and done: kept
+                    selector.unregister(child.proc.stdout)
+                    children.remove(child)
+                    self.idle.append(child)
+                else:
+                    retire(child, kill=True)
+        return results
+
+    def _read(self, child: _PoolChild, finish, retire) -> None:
+        """What `child` printed: its result lines finish its file; the rest is kept for its tail."""
+        data = os.read(child.proc.stdout.fileno(), 1 << 16)
+        if not data:  # the child died (in the middle of its file, or between files)
+            child.proc.wait()
+            if child.path is not None:
+                finish(
+                    child.path, f"child exited with {child.proc.returncode} and no result:\n{child.tail()}"
+                )
+            retire(child, kill=False)
+            return
+        child.buffer += data
+        *lines, child.buffer = child.buffer.split(b"\n")
+        for line in lines:
+            text = line.decode(errors="replace")
+            if text.startswith(self.marker) and child.path is not None:
+                result = json.loads(text[len(self.marker) :])
+                result.setdefault("seconds", time.monotonic() - child.started)
+                path, child.path = child.path, None
+                finish(path, result)
+            else:
+                child.printed += line + b"\n"
+
+    def close(self) -> None:
+        for child in self.idle:
+            child.close()
+        self.idle = []
 
 
 def serve(check, marker: str) -> int:

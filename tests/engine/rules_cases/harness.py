@@ -4,6 +4,7 @@ interpreter check (every autotune config) in a subprocess."""
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import importlib.util
 import os
@@ -86,14 +87,21 @@ def _check_pool():
     return module
 
 
+@functools.cache
+def _interp_pool():
+    """The interpreter-check children of this test process, kept from one test to the next."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    pool = _check_pool().Pool([sys.executable, str(CHECK_SCRIPT), "--serve"], env, "INTERP_CHECK ")
+    atexit.register(pool.close)
+    return pool
+
+
 def interp_check(paths: list[Path], timeout: float = 900, jobs: int = 1) -> dict[str, dict]:
     """Run the interpreter check on every module (each distinct autotune config, see
-    interp_check.py) in up to `jobs` subprocesses, each taking the next file when it is done.
-    `timeout` is per file. Keyed by str(path)."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    command = [sys.executable, str(CHECK_SCRIPT), "--serve"]
+    interp_check.py) in up to `jobs` children (kept for the next call), each taking the next
+    file when it is done. `timeout` is per file. Keyed by str(path)."""
     files = [str(p) for p in paths]
-    raw = _check_pool().run_pool(command, files, min(jobs, len(files)), timeout, env, "INTERP_CHECK ")
+    raw = _interp_pool().run(files, min(jobs, len(files)), timeout)
     missing = {f: r for f, r in raw.items() if isinstance(r, str)}
     if missing or len(raw) != len(files):
         raise AssertionError(f"no result for {sorted(set(files) - set(raw)) + sorted(missing)}: {missing}")
