@@ -13,6 +13,13 @@ import pytest
 
 from tests.llm_standin import llm_standin  # noqa: F401 (the scripted LLM endpoint, for every test)
 
+# One intra-op thread per process: make test runs two pytest workers, each with interpreter-check
+# children, on two cores, and torch's default (a thread per core in every process) makes them
+# wait on each other's OpenMP spinning. Children started from here inherit it; sandboxed jobs get
+# their own environment (runner.sandbox) and keep torch's default.
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 DEFAULT_TEST_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/kernelopt"
 
 
@@ -306,3 +313,29 @@ def ascend_compile(python: str, module: str, **options: object) -> dict:
     )
     assert proc.stdout, proc.stderr[-2000:]
     return json.loads(proc.stdout)
+
+
+# The files that take longest (junit times of a full `make test`, 2026-12-01), longest first.
+LONGEST_FIRST = (
+    "tests/engine/test_rules_on_suite.py",
+    "tests/engine/test_rules_styles.py",
+    "tests/engine/test_rules_reviewable.py",
+    "tests/test_bench_suite.py",
+    "tests/runner/test_sandbox.py",
+    "tests/runner/test_hostile.py",
+    "tests/bench/test_check_suite.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """LONGEST_FIRST's files first, then the rest as collected; each file's tests stay together
+    and in order. Under `--dist loadfile` a worker runs a whole file, so the long ones start while
+    the other worker takes the many short files instead of ending the run alone (xdist's own
+    reordering, off in pyproject, puts the files with the most tests first)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    root = config.rootpath
+
+    def key(item) -> int:
+        return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+
+    items.sort(key=key)
