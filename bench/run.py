@@ -411,22 +411,32 @@ def merge(parts: list[dict[str, Any]], names: list[str] | None = None) -> dict[s
             elif op.get("status") != "not_run" or by_name[name].get("status") == "not_run":
                 by_name[name] = op
     metas = [p.get("meta", {}) for p in parts]
-    meta = dict(metas[0])
+    meta = {k: v for k, v in metas[0].items() if k not in ("command", "commands", "tree", "trees")}
     meta["merged_from"] = list(names) if names else [m.get("file", "") for m in metas]
-    meta["commands"] = [m.get("command", "") for m in metas if m.get("command")]
+    # a part that is itself a merge brings its own parts' commands, trees and round budgets
+    meta["commands"] = [c for m in metas for c in (m.get("commands") or [m.get("command")]) if c]
+    rounds = sorted({r for m in metas for r in _listed(m.get("rounds"))})
+    meta["rounds"] = rounds[0] if len(rounds) == 1 else "/".join(map(str, rounds))
     meta["wall_s"] = round(sum(m.get("wall_s") or 0.0 for m in metas), 1)
     meta["only"] = None  # each part's own filter is in its command; the merge covers them all
     budgets = [m["op_budget"] for m in metas if m.get("op_budget")]
     meta["op_budget"] = max(budgets) if budgets else None
     jobs = sorted({m.get("jobs") for m in metas if m.get("jobs")})
     meta["jobs"] = jobs[0] if len(jobs) == 1 else jobs
-    trees = list(dict.fromkeys(m.get("tree") for m in metas if m.get("tree")))
+    trees = list(dict.fromkeys(t for m in metas for t in (m.get("trees") or [m.get("tree")]) if t))
     meta["tree"] = trees[0] if len(trees) == 1 else None
     if len(trees) > 1:
         meta["trees"] = trees  # parts measured different code: the table mixes them
     meta["date"] = max(m.get("date", "") for m in metas)
     operators = [by_name[n] for n in sorted(order)]
     return {"schema": SCHEMA, "meta": meta, "operators": operators, "summary": report.summarize(operators)}
+
+
+def _listed(value: Any) -> list:
+    """A merged meta's "3/5" or a part's 3, as a list of the values."""
+    if isinstance(value, str):
+        return [int(v) for v in value.split("/") if v.strip().isdigit()]
+    return [value] if value is not None else []
 
 
 def result_path(out_dir: Path, date: str, label: str) -> Path:

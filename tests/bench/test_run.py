@@ -280,6 +280,23 @@ def test_merged_parts_of_different_code_say_so(tmp_path: Path) -> None:
     assert "code trees `aaaaaaaaaaaa`, `bbbbbbbbbbbb` (mixed)" in bench.render_results_md(mixed, "x.json")
 
 
+def test_a_merge_of_a_merge_keeps_every_call_tree_and_round_budget() -> None:
+    """A table merged from earlier parts, merged again with later runs, still lists every call,
+    every tree measured and every round budget (the header read "3 rounds over 3 calls" for a
+    table of four calls at 3 and 5 rounds)."""
+    meta = {"date": "2026-12-01", "device": "cuda", "device_name": "NVIDIA H200", "wall_s": 10.0}
+    a = bench.build_result([_op("01_a", 2.0)], [], {**meta, "rounds": 3, "tree": "a" * 40, "command": "run a"})
+    b = bench.build_result([_op("02_b", 1.0)], [], {**meta, "rounds": 3, "tree": "b" * 40, "command": "run b"})
+    c = bench.build_result([_op("01_a", 4.0)], [], {**meta, "rounds": 5, "tree": "c" * 40, "command": "run c"})
+    merged = bench.merge([bench.merge([a, b]), c])
+    assert merged["meta"]["commands"] == ["run a", "run b", "run c"]
+    assert merged["meta"]["trees"] == ["a" * 40, "b" * 40, "c" * 40] and merged["meta"]["tree"] is None
+    assert merged["meta"]["rounds"] == "3/5"
+    assert {o["name"]: o["speedup_over_initial"] for o in merged["operators"]}["01_a"] == pytest.approx(4.0)
+    text = bench.render_results_md(merged, "x.json")
+    assert "3/5 rounds per operator" in text and "over 3 calls" in text
+
+
 def test_merged_from_names_the_parts_as_given(tmp_path: Path) -> None:
     """Parts written under one name in different directories stay told apart."""
     meta = {"date": "2026-11-30", "device": "cuda", "device_name": "NVIDIA H200", "rounds": 15,
