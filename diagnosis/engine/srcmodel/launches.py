@@ -237,17 +237,9 @@ def _bindings(function: cst.FunctionDef, name: str) -> list[tuple[cst.CSTNode, c
     return found
 
 
-def bound_once(function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
-    """The value of `name` in `function` when one plain `name = value` is its only binding."""
-    if name in {p.name.value for p in read.params_of(function)}:
-        return None
-    found = _bindings(function, name)
-    return found[0][1] if len(found) == 1 else None
-
-
 def bound_at(function: cst.FunctionDef, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:
     """The value `name` has where `at` (a node of `function`'s body) runs: that of its only
-    binding (`bound_once`), or that of the plain `name = value` statement that last binds it
+    binding when that is a plain `name = value` (none for a parameter), or that of the plain `name = value` statement that last binds it
     before `at`, in `at`'s block or one around it, when nothing between that statement and
     `at` binds it, as where each branch binds its own grid:
 
@@ -263,10 +255,11 @@ def bound_at(function: cst.FunctionDef, name: str, at: cst.CSTNode) -> cst.BaseE
     before `at` reads the name. "Between" includes all of the statement that holds `at` in
     that block: a loop in it could rebind the name after `at`, for its next round. None
     otherwise."""
-    once = bound_once(function, name)
-    if once is not None or name in {p.name.value for p in read.params_of(function)}:
-        return once
+    if name in {p.name.value for p in read.params_of(function)}:
+        return None
     found = _bindings(function, name)
+    if len(found) <= 1:
+        return found[0][1] if found else None
     paths = _paths(function.body, {id(at), *(id(n) for n, _ in found)})
     here = paths.get(id(at))
     if here is None:

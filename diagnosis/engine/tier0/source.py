@@ -853,10 +853,7 @@ def _kernel_context(ctx: ModuleContext, fn: ast.FunctionDef, kernel: Kernel) -> 
     for dec, name in zip(fn.decorator_list, kernel.decorators, strict=False):
         if name == "triton.autotune" and isinstance(dec, ast.Call):
             autotune = _parse_autotune(ctx, dec)
-    parents: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(fn):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
+    parents = _parents(fn)
     loop_vars: set[str] = set()
     for node in _walk_no_nested(fn.body):
         if isinstance(node, ast.For):
