@@ -110,8 +110,7 @@ def scrub_paths(text: str, module_name: str = DEFAULT_MODULE_NAME) -> str:
             return p
         trailing = p.endswith("/")
         bare = p.rstrip("/")
-        if _under(bare, temp):
-            return module_name if bare.endswith(".py") else "."
+        # the checkout and its venvs before the temporary roots: a checkout may live under /tmp
         if _under(bare, _interpreters()):  # a venv may live in the checkout: not the project's files
             return os.path.basename(bare) or "."
         if _under(bare, (PROJECT_ROOT, os.path.realpath(PROJECT_ROOT))):
@@ -121,6 +120,8 @@ def scrub_paths(text: str, module_name: str = DEFAULT_MODULE_NAME) -> str:
                 if bare.startswith(root + "/"):
                     rel = bare[len(root) + 1 :]
                     return rel + ("/" if trailing else "")
+        if _under(bare, temp):
+            return module_name if bare.endswith(".py") else "."
         return os.path.basename(bare) or "."
 
     text = _PATH.sub(path, text)
