@@ -24,8 +24,9 @@ place this run exposes which config it took: a read is caught (a property on Aut
 file is checked again with every config, merging nothing. Block sizes and every other
 constexpr stay distinct: they change the masks and the trip counts.
 
-The get_input_cases() check (large CPU tensors, config-independent host code run before any
-kernel) is made on a file's first run only.
+The get_input_cases() check (config-independent host code run before any kernel) is made on a
+file's first run only, on torch's meta device (check_suite's `meta`: the same check of count,
+shapes and dtypes without allocating the big cases).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def check_file(path: Path, state: Selection, check_suite) -> dict:
     state.start()
     while state.index < state.most:
         state.chosen = {}
-        r = check_suite._check_in_child(path, 0, shape_cases=state.index == 0)
+        r = check_suite._check_in_child(path, 0, shape_cases=state.index == 0, meta_cases=True)
         result["runs"] += 1
         if not r["ok"]:
             result["ok"] = False
