@@ -543,6 +543,16 @@ ADD_AUTOTUNED = ADD.replace(
     ' key=["n_elements"])\n@triton.jit\n',
 ).replace(", BLOCK_SIZE=1024)", ")")
 
+MATMUL_LAMBDA = (
+    '    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)'
+    "  # noqa: E731\n"
+)
+# fla-core writes its grid as a function beside the launch (`def grid(meta): return (...)`)
+MATMUL_GRID_DEF = st.source("matmul_tutorial.py").replace(
+    MATMUL_LAMBDA,
+    '\n    def grid(META):\n        return (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)\n\n',
+)
+
 STYLES = [
     st.row(ADD, "add_tutorial.py",
            ['key=["n_elements"]', "    add_kernel[grid](x, y, output, n_elements)\n",
@@ -574,11 +584,17 @@ STYLES = [
             "        with torch.device(x.device):\n            unit_rows_kernel[grid](out, x, R, C)\n",
             "unit_cols_kernel[grid](out, x, R, C)\n"],
            ["BLOCK_R=2", "BLOCK_R=512"], id="grid-lambda-bound-in-each-branch-of-a-dim-dispatch"),
+    st.row(MATMUL_GRID_DEF, "matmul_tutorial.py",
+           ['key=["M", "N", "K"]', "    def grid(META):\n", "    matmul_kernel[grid](\n"],
+           ["64, 64, 32, 8"], id="grid-function-beside-the-launch-reads-meta"),
     *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
 ]
 
 STYLE_REFUSALS = [
     st.row(ADD_AUTOTUNED, "add_tutorial.py", id="an-existing-autotune"),
+    # a grid function that computes with the fixed tiles itself would have to be rewritten
+    st.row(MATMUL_GRID_DEF.replace('META["BLOCK_SIZE_M"]', "64"), "matmul_tutorial.py",
+           id="grid-function-beside-the-launch-with-a-fixed-tile"),
     st.row(
         ADD.replace("@triton.jit\n", '@triton.heuristics({"BLOCK_SIZE": lambda args: 1024})\n@triton.jit\n').replace(
             ", BLOCK_SIZE=1024)", ")"

@@ -245,6 +245,38 @@ def test_it_reads_the_grid_in_every_form(grid: str, form: str, axes: int | None)
     assert (None if g.elements is None else len(g.elements)) == axes
 
 
+@pytest.mark.parametrize(
+    ("launch", "form", "local", "axes"),
+    [
+        pytest.param(
+            'def grid_fn(meta):\n            return (triton.cdiv(n, meta["BLOCK"]), 2)\n'
+            "        k[grid_fn](x, y, n, BLOCK=256)",
+            "function", True, 2, id="def-beside-the-launch-hides-the-module-one",
+        ),
+        pytest.param("k[grid_fn](x, y, n, BLOCK=256)", "function", False, 1, id="module-level-def"),
+        pytest.param(
+            'def grid_fn(meta):\n            return (triton.cdiv(n, meta["BLOCK"]), 2)\n'
+            "        grid_fn = make(n)\n        k[grid_fn](x, y, n, BLOCK=256)",
+            "other", False, None, id="the-binding-that-reaches-the-launch-wins",
+        ),
+    ],
+)
+def test_it_reads_a_grid_function_defined_beside_the_launch(
+    launch: str, form: str, local: bool, axes: int | None
+) -> None:
+    source = module(
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        'def grid_fn(meta):\n    return (triton.cdiv(1000, meta["BLOCK"]),)',
+        "@triton.jit",
+        "tl.constexpr",
+        launch=launch,
+    )
+    m = model_of(source)
+    g = m.grid(m.launches[0])
+    assert (g.form, g.local) == (form, local)
+    assert (None if g.elements is None else len(g.elements)) == axes
+
+
 def _forward(body: str) -> str:
     """A module whose forward runs `body` (written at no indentation) with kernels `k` and `k2`."""
     lines = "".join(f"        {line}\n" if line else "\n" for line in src(body).splitlines())

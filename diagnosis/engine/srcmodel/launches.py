@@ -170,6 +170,7 @@ class Grid:
     elements: list[cst.BaseExpression] | None  # the axes: of the tuple, or of the lambda's body tuple
     meta: str | None  # the lambda's or the function's parameter (what `meta["BLOCK"]` reads)
     binding: cst.BaseExpression | None  # the value of the local the grid was read through
+    local: bool = False  # a function defined in the launch's own function (it reads its locals)
 
 
 def grid_of(launch: Launch, module: cst.Module) -> Grid:
@@ -187,7 +188,8 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
         elements = [e.value for e in body.elements] if isinstance(body, (cst.Tuple, cst.List)) else [body]
         return Grid("lambda", node, elements, params[0] if len(params) == 1 else None, binding)
     if isinstance(node, cst.Name):
-        fn = next(
+        local = _local_def(launch.function, node.value)
+        fn = local or next(
             (st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == node.value),
             None,
         )
@@ -197,8 +199,19 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
             elements = None
             if len(returns) == 1 and isinstance(returns[0].value, (cst.Tuple, cst.List)):
                 elements = [e.value for e in returns[0].value.elements]
-            return Grid("function", node, elements, params[0] if len(params) == 1 else None, binding)
+            meta = params[0] if len(params) == 1 else None
+            return Grid("function", node, elements, meta, binding, local=local is not None)
     return Grid("other", node, None, None, binding)
+
+
+def _local_def(function: cst.FunctionDef, name: str) -> cst.FunctionDef | None:
+    """The function `name` defined in `function`'s body (`def grid(meta): return (...)` beside
+    the launch), when that def is the name's only binding there; a local def hides a module-level
+    one of the same name."""
+    defs = [n for n in read.walk(function.body) if isinstance(n, cst.FunctionDef) and n.name.value == name]
+    if len(defs) != 1 or _bindings(function, name):
+        return None
+    return defs[0]
 
 
 def meta_reads(node: cst.CSTNode, meta: str) -> set[str]:

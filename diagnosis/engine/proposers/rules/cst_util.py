@@ -597,13 +597,25 @@ def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
 def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
     """The kernel's parameters with plain `names` inserted at index `at`."""
     params = list(kernel.node.params.params)
-    new = [cst.Param(cst.Name(n), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for n in names]
+    new = [cst.Param(cst.Name(n), comma=_comma_like(params[at] if at < len(params) else None)) for n in names]
     if at == len(params) and params:  # appended: the old last parameter needs a comma
         last = params[-1]
         if not isinstance(last.comma, cst.Comma):
             params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         new[-1] = new[-1].with_changes(comma=last.comma)
     return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
+
+
+def _comma_like(param: cst.Param | None) -> cst.Comma:
+    """A comma for a parameter inserted before `param`: a line of its own where `param` has one
+    (its comma ends the line; the comment that may follow it stays with `param`), else `, `."""
+    if param is not None and isinstance(param.comma, cst.Comma):
+        after = param.comma.whitespace_after
+        if isinstance(after, cst.ParenthesizedWhitespace):
+            return cst.Comma(
+                whitespace_after=cst.ParenthesizedWhitespace(indent=after.indent, last_line=after.last_line)
+            )
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
 def append_constexpr(fn: cst.FunctionDef, name: str, default: str) -> cst.FunctionDef:

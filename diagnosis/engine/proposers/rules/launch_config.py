@@ -29,7 +29,7 @@ from diagnosis.engine import sol
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.srcmodel import meta_reads
+from diagnosis.engine.srcmodel import Grid, meta_reads
 
 ELEMENTWISE_BLOCKS = (1024, 2048, 4096, 8192)
 ELEMENTWISE_WARPS = (4, 8)
@@ -324,7 +324,7 @@ def _grid_sizes_outside_key(
     a block.
     """
     grid = launch.model.grid(launch)
-    if grid.form not in ("tuple", "lambda") or grid.elements is None or (grid.form == "lambda" and grid.meta is None):
+    if not _readable(grid):
         return None
     meta = {grid.meta} if grid.meta else set()
     bound = launch.bound(kernel)
@@ -349,6 +349,14 @@ def _grid_sizes_outside_key(
             return None
         out.append((axis, size))
     return out
+
+
+def _readable(grid: Grid) -> bool:
+    """A grid whose axes this rule can read: a tuple, or a lambda or a function defined beside
+    the launch (`def grid(meta): return (...)`, reading the launch's locals) over `meta`."""
+    if grid.elements is None:
+        return False
+    return grid.form == "tuple" or (grid.form == "lambda" or grid.form == "function" and grid.local) and grid.meta is not None
 
 
 def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bool:
@@ -452,6 +460,12 @@ def _rewrite_grid(plan: Plan, bindings: cu.Bindings, names: dict[str, str], meta
     """The grid expression with block constants replaced by meta[...] (a tuple, or the lambda
     with its body rewritten over its own parameter); None when unsafe."""
     grid = plan.launch.model.grid(plan.launch)
+    if grid.form == "function":  # kept only where it reads every tuned block from meta already
+        if not _readable(grid):
+            return None
+        axes = _rewrite_axes(plan, bindings, names, grid.meta, grid.elements)
+        unchanged = axes is not None and all(a is b for a, b in zip(axes, grid.elements, strict=True))
+        return grid.node if unchanged else None
     if grid.form == "lambda":
         lam = grid.node
         assert isinstance(lam, cst.Lambda)
