@@ -584,6 +584,10 @@ STYLES = [
             "        with torch.device(x.device):\n            unit_rows_kernel[grid](out, x, R, C)\n",
             "unit_cols_kernel[grid](out, x, R, C)\n"],
            ["BLOCK_R=2", "BLOCK_R=512"], id="grid-lambda-bound-in-each-branch-of-a-dim-dispatch"),
+    # liger-kernel passes the row length as a constexpr: it is the key, the grid's rows are added
+    st.row(st.source("softmax_liger.py").replace("X_row_stride, n_cols, BLOCK", "X_row_stride, n_cols: tl.constexpr, BLOCK"),
+           "softmax_liger.py", ["triton.Config({}, num_warps=16)", 'key=["n_cols", "n_rows"]'],
+           ["num_warps=num_warps"], id="row-length-as-a-constexpr-is-the-key"),
     st.row(MATMUL_GRID_DEF, "matmul_tutorial.py",
            ['key=["M", "N", "K"]', "    def grid(META):\n", "    matmul_kernel[grid](\n"],
            ["64, 64, 32, 8"], id="grid-function-beside-the-launch-reads-meta"),

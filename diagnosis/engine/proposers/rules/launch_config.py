@@ -310,6 +310,24 @@ def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> 
     return key
 
 
+def _constexpr_sizes(
+    kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]], blocks: set[str]
+) -> list[str]:
+    """The size arguments of a kernel that takes its sizes as constexprs (liger-kernel's
+    `n_cols: tl.constexpr`): constexprs that size no `tl.arange` (`blocks`) and whose value is
+    an integer above 1 in some case. An autotune key may name a constexpr; each value compiles
+    anew anyway."""
+    bound = launch.bound(kernel)
+    key = []
+    for p in kernel.params:
+        if p not in kernel.constexprs or p in blocks or p not in bound or SCALAR_NAME.search(p.lower()):
+            continue
+        vals = [v.get(p) for v in values]
+        if vals and all(type(v) is int for v in vals) and any(v > 1 for v in vals):
+            key.append(p)
+    return key
+
+
 def _grid_sizes_outside_key(
     kernel: cu.Kernel, launch: cu.Launch, bindings: cu.Bindings, key: list[str], blocks: set[str]
 ) -> list[tuple[int, cst.BaseExpression]] | None:
@@ -530,7 +548,7 @@ def _plan(
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
     blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
     tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
-    key = _key(kernel, launch, values)
+    key = _key(kernel, launch, values) or _constexpr_sizes(kernel, launch, values, blocks)
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
