@@ -588,6 +588,12 @@ STYLES = [
     st.row(st.source("softmax_liger.py").replace("X_row_stride, n_cols, BLOCK", "X_row_stride, n_cols: tl.constexpr, BLOCK"),
            "softmax_liger.py", ["triton.Config({}, num_warps=16)", 'key=["n_cols", "n_rows"]'],
            ["num_warps=num_warps"], id="row-length-as-a-constexpr-is-the-key"),
+    # a grid axis that is a product: D joins the key as it is passed, NT (a local) is passed for
+    # the key under a name the kernel's own `NT = tl.cdiv(T, BT)` does not hide; one per line
+    st.row(st.source("chunk_mean_fla.py"), "chunk_mean_fla.py",
+           ['key=["T", "NT_key", "B", "D", "H"]', "        BT=CHUNK,\n        NT_key=NT,\n        B=B,\n    )\n",
+            'return (triton.cdiv(D, meta["BD"]) * NT, B * H)'],
+           ["BD=32"], id="product-grid-axis-sizes-join-the-key"),
     st.row(MATMUL_GRID_DEF, "matmul_tutorial.py",
            ['key=["M", "N", "K"]', "    def grid(META):\n", "    matmul_kernel[grid](\n"],
            ["64, 64, 32, 8"], id="grid-function-beside-the-launch-reads-meta"),

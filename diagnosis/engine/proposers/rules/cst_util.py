@@ -678,12 +678,14 @@ def drop_args(
     if not pairs:
         return updated.with_changes(args=list(add))
     last = pairs[-1][1]
-    tail = [*kept, *add]
+    # the separator between the original's last two arguments: a new line in a call laid out one
+    # argument per line; the added arguments but the last, and the old last one when it now
+    # precedes them, take it
+    sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
+    sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    tail = [*kept, *(a.with_changes(comma=sep) for a in add)]
     if add and kept and id(pairs[-1][0]) not in ids:
-        # the old last argument now precedes the added ones: it takes the separator its
-        # predecessor had (a new line in a call laid out one argument per line)
-        sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
-        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep)
     if tail and (add or id(pairs[-1][0]) in ids):
         tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return updated.with_changes(args=tail)

@@ -330,16 +330,17 @@ def _constexpr_sizes(
 
 def _grid_sizes_outside_key(
     kernel: cu.Kernel, launch: cu.Launch, bindings: cu.Bindings, key: list[str], blocks: set[str]
-) -> list[tuple[int, cst.BaseExpression]] | None:
-    """(axis, size expression) of each grid axis whose size the key does not see.
+) -> tuple[list[tuple[int, cst.BaseExpression]], list[str]] | None:
+    """(axis, size expression) of each grid size the key does not see, and the kernel's own
+    parameters that pass such a size (to join the key as they are).
 
     The autotuner caches its choice per key; a grid axis sized by something the kernel is not
     given (`(n_rows,)`, `(B, cdiv(D, BLOCK_D))`) then shares one config between problems of
     different sizes, chosen on whichever ran first (in the verify job: a 37-row check input).
-    The size of an axis is the grid element, or X of `cdiv(X, block)`; it is seen when every
-    name it reads is a key value (or a local bound to one), a block constant (`blocks`: wrapper
-    names of the tuned constexprs) or `triton`. None: not analysable, or a size that depends on
-    a block.
+    The sizes of an axis are its factors (`cdiv(D, meta["BD"]) * NT` has two), each the factor
+    or X of `cdiv(X, block)`; one is seen when every name it reads is a key value (or a local
+    bound to one), a block constant (`blocks`: wrapper names of the tuned constexprs) or
+    `triton`. None: not analysable, or a size that depends on a block.
     """
     grid = launch.model.grid(launch)
     if not _readable(grid):
@@ -347,6 +348,7 @@ def _grid_sizes_outside_key(
     meta = {grid.meta} if grid.meta else set()
     bound = launch.bound(kernel)
     covered = {cu.code(bound[k]) for k in key if k in bound}
+    passed = {cu.code(e): p for p, e in bound.items() if p not in key}
 
     def seen(name: str) -> bool:
         if name in covered or name in blocks or name in meta or cu.dotted(cst.Name(name)) in ("triton", "triton.cdiv"):
@@ -354,19 +356,31 @@ def _grid_sizes_outside_key(
         b = bindings.single(name)
         return b is not None and b.value is not None and cu.code(b.value) in covered
 
-    out = []
-    for axis, size in enumerate(grid.elements):
-        if cu.is_call(size, "triton.cdiv", "cdiv") and len(size.args) == 2:
-            size = size.args[0].value
-        if cu.int_literal(size) is not None or cu.code(size) in covered or all(map(seen, cu.names_in(size))):
-            continue
-        if cu.names_in(size) & blocks or (grid.meta and meta_reads(size, grid.meta)):
-            return None  # a size that depends on the block cannot be passed as it is
-        # evaluated again at the launch: every name in it must mean there what it meant in the grid
-        if any(len(bindings.by_name.get(n, [])) > 1 for n in cu.names_in(size)):
-            return None
-        out.append((axis, size))
-    return out
+    out: list[tuple[int, cst.BaseExpression]] = []
+    params: list[str] = []
+    for axis, element in enumerate(grid.elements):
+        for size in _factors(element):
+            if cu.is_call(size, "triton.cdiv", "cdiv") and len(size.args) == 2:
+                size = size.args[0].value
+            if cu.int_literal(size) is not None or cu.code(size) in covered or all(map(seen, cu.names_in(size))):
+                continue
+            if cu.names_in(size) & blocks or (grid.meta and meta_reads(size, grid.meta)):
+                return None  # a size that depends on the block cannot be passed as it is
+            if passed.get(cu.code(size)) not in (None, *params):  # the kernel is given it already
+                params.append(passed[cu.code(size)])
+                continue
+            # evaluated again at the launch: every name in it must mean there what it meant in the grid
+            if any(len(bindings.by_name.get(n, [])) > 1 for n in cu.names_in(size)):
+                return None
+            out.append((axis, size))
+    return out, params
+
+
+def _factors(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a * b * c` -> [a, b, c]; anything else -> [node]."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
 
 
 def _readable(grid: Grid) -> bool:
@@ -387,9 +401,12 @@ def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bo
     at = plan.positional_kept
     if at > len(kernel.params) or any(p in kernel.defaults for p in kernel.params[:at]):
         return False
-    taken = set(kernel.params) | set(launch.keywords)
+    # the kernel's own locals too: `NT = tl.cdiv(T, BT)` in the kernel must not hide the parameter
+    taken = set(kernel.params) | set(launch.keywords) | cu.all_names(kernel.node)
     for axis, size in sizes:
         base = size.value if isinstance(size, cst.Name) else f"grid_size_{axis}"
+        if base in taken:  # a size read only by the autotune key
+            base = f"{base}_key"
         name = cu.fresh_name(base, taken) if base in taken else base
         taken.add(name)
         plan.key_args[name] = size
@@ -557,9 +574,10 @@ def _plan(
     plan.dropped, plan.keywords = cu.unbind_args(launch, kernel, set(tuned))
     plan.dropped |= {id(a) for k, a in launch.options(kernel).items() if k in LAUNCH_OPTIONS}
     plan.positional_kept = sum(1 for a in launch.positional if id(a) not in plan.dropped | set(plan.keywords))
-    sizes = _grid_sizes_outside_key(kernel, launch, bindings, key, set(names))
-    if sizes is None or (sizes and not _add_key_args(plan, sizes)):
+    outside = _grid_sizes_outside_key(kernel, launch, bindings, key, set(names))
+    if outside is None or (outside[0] and not _add_key_args(plan, outside[0])):
         return None  # the autotuner could not tell apart problems the grid tells apart
+    plan.key += outside[1]
     if kernel.has_dot and tuned:
         plan.kind = "gemm"
         configs = _gemm_configs(plan, inp, values, source)
