@@ -474,7 +474,7 @@ METHOD = """\
   cold and clean before every call (a 256 MB buffer read; `triton.testing.do_bench` zeroes
   one, which leaves dirty lines that the timed kernel writes back: a read-only 134 MB row
   reduction on the H200 timed 42.1 us after a zeroing flush and 34.4 us after a reading one,
-  `bench/probe_flush.py`; changed after the `3eb0c9c` run) and a 250 us GPU-side sleep
+  a one-off probe; `tests/gpu/test_cuda_backend.py` checks it; changed after the `3eb0c9c` run) and a 250 us GPU-side sleep
   before each call, so that a busy host cannot leave the GPU waiting inside the measurement
   (added after the `af00bc9` run of 2026-11-30, where host contention doubled a 27 us case;
   `runner/backends/cuda.py`); the host's per-call Python is not in the times. Each contender gets one
