@@ -201,3 +201,53 @@ def test_it_reports_an_unpipelined_matmul_loop_on_cpu(capsys) -> None:
     assert not_pipelined and not_pipelined[0]["tier"] == 3 and "num_stages=1" in not_pipelined[0]["message"]
     counterfactual = [f for f in report["findings"] if f["code"] == "CG_COUNTERFACTUAL"]
     assert counterfactual and "num_stages=3" in counterfactual[0]["message"]
+
+
+# --- code styles other projects write, through the whole loop on CPU ----------------------
+
+
+def _styles() -> list:
+    from tests.engine.rules_cases import styles as st
+    from tests.engine.test_rules_launch_config import MATMUL_GRID_DEF
+
+    add = st.source("add_tutorial.py")
+    return [
+        # `import triton as tr`, the launch in a module-level helper, a grid lambda over meta,
+        # the block passed by position
+        pytest.param(st.as_tr(add).replace("BLOCK_SIZE=1024)", "64)"), "@tr.autotune(", id="tr-helper-lambda-positional"),
+        # `from triton import jit`, `from triton.language import constexpr`, the block from the
+        # constexpr's default (the launch passes none)
+        pytest.param(
+            st.from_jit(st.from_constexpr(add))
+            .replace("BLOCK_SIZE: constexpr):", "BLOCK_SIZE: constexpr = 64):")
+            .replace(", BLOCK_SIZE=1024)", ")"),
+            "@triton.autotune(",
+            id="jit-and-constexpr-imports-constexpr-default",
+        ),
+        # the tutorial's GEMM with its tiles by position, the grid a function beside the launch
+        pytest.param(
+            MATMUL_GRID_DEF.replace("        64, 64, 32, 8,\n", "        32, 32, 32, 8,\n"),
+            "    def grid(META):\n",
+            id="gemm-tiles-by-position-grid-function",
+        ),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("source", "expected"), _styles())
+def test_a_module_in_each_code_style_gets_its_rewrite_on_cpu(source: str, expected: str, tmp_path, capsys) -> None:
+    """Issue 15's CPU check: tier 0 finds the small block in the module as written, the rule
+    rewrites it in the module's own spelling, and the gate finds the rewrite correct under the
+    interpreter (speed is not measured on CPU: the round's verdict is `untimed`)."""
+    from diagnosis.models import Proposal
+
+    path = tmp_path / "styled.py"
+    path.write_text(source)
+    report = optimize_json(str(path), "--device", "cpu", "--rounds", "1", capsys=capsys)
+
+    assert report["run"]["status"] == "done", report["run"]["error"]
+    (proposal,) = Proposal.objects.all()
+    assert (proposal.family, proposal.status, proposal.round.verdict) == ("launch_config", "pending", "untimed")
+    assert proposal.verification["correct"] is True
+    assert expected in proposal.source and "autotune(" in proposal.source
