@@ -388,7 +388,10 @@ def _readable(grid: Grid) -> bool:
     the launch (`def grid(meta): return (...)`, reading the launch's locals) over `meta`."""
     if grid.elements is None:
         return False
-    return grid.form == "tuple" or (grid.form == "lambda" or grid.form == "function" and grid.local) and grid.meta is not None
+    if grid.form == "tuple":
+        return True
+    over_meta = grid.form == "lambda" or (grid.form == "function" and grid.local)
+    return over_meta and grid.meta is not None
 
 
 def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bool:
