@@ -366,8 +366,10 @@ def _grid_sizes_outside_key(
                 continue
             if cu.names_in(size) & blocks or (grid.meta and meta_reads(size, grid.meta)):
                 return None  # a size that depends on the block cannot be passed as it is
-            if passed.get(cu.code(size)) not in (None, *params):  # the kernel is given it already
-                params.append(passed[cu.code(size)])
+            given = passed.get(cu.code(size))  # the kernel's own parameter for this size
+            if given is not None:
+                if given not in params:
+                    params.append(given)
                 continue
             # evaluated again at the launch: every name in it must mean there what it meant in the grid
             if any(len(bindings.by_name.get(n, [])) > 1 for n in cu.names_in(size)):
