@@ -215,6 +215,7 @@ class _Loop:
         self.tier_notes: dict[tuple[str, Tier], str] = {}
         self.compile_cache: dict[tuple[str, str], CompileResult | TierUnavailable] = {}
         self.profile_cache: dict[str, Profiled] = {}
+        self.launched: dict[str, frozenset[str]] = {}  # the kernels a version's timed cases launched
         self.history: dict[str, list[RoundHistory]] = {}  # parent sha -> RoundHistory of rounds on it
         self.no_rewrite: dict[str, set[Family]] = {}  # parent sha -> families with no applicable rewrite
         self.tried: set[str] = set()  # candidate shas already verified (never verified twice)
@@ -374,6 +375,7 @@ class _Loop:
             path, None, seeds=list(self.config.seeds), time=self.gate_profiles, options=self.config.verify_options
         )
         self.case_shapes = _with_launch_ints(_case_shapes(outcome.input_cases), outcome.cases)
+        self.launched[digest] = _timed_kernels(outcome)
         self.baseline_skipped = tuple(str(s.get("label", "")) for s in outcome.skipped)
         if not (outcome.ok and outcome.passed):
             self.unverifiable = not self.timing_device and outcome.kind == "no_checkable_case"
@@ -606,7 +608,8 @@ class _Loop:
 
     def _run_tier(self, tier: Tier, parent: _Version, results: list[TierResult]) -> TierResult:
         if tier is Tier.TRIAGE:
-            return run_tier0(parent.source, patterns=self.config.patterns)
+            launched = self.launched.get(parent.sha, frozenset())
+            return run_tier0(parent.source, patterns=self.config.patterns, launched=launched)
         if tier is Tier.PROFILE:
             prof = self.profile_cache.get(parent.sha)
             if prof is None:
@@ -794,6 +797,7 @@ class _Loop:
         out = self.executor.verify(parent.path, path, seeds=list(self.config.seeds_for_candidates()),
                                    time=self.timing_device, options=options,
                                    reference=self._write(self.initial_source))  # fmt: skip
+        self.launched[sha256(cand.source)] = _timed_kernels(out)
         if self.gate_profiles and out.profile is not None:
             # the candidate's profile came with its gate: if it wins, tier 1 reads it from here
             self.profile_cache[sha256(cand.source)] = out
@@ -874,6 +878,15 @@ def _case_shapes(inputs: Sequence[InputCase]) -> tuple[CaseShape, ...]:
     timed = [c for c in inputs if c.kind == "timed"]
     extra = [c for c in inputs if c.kind != "timed"]
     return tuple(CaseShape(i, c.shapes, c.dtypes, c.kind == "timed") for i, c in enumerate(timed + extra))
+
+
+def _timed_kernels(outcome: VerifyOutcome) -> frozenset[str]:
+    """The kernels the timed cases launched; none known when a timed case was not run (too big
+    for the interpreter) or the gate failed."""
+    timed = [c for c in outcome.cases if c.kind == "timed"]
+    if not (outcome.ok and outcome.passed) or not timed or any(s.get("kind") == "timed" for s in outcome.skipped):
+        return frozenset()
+    return frozenset(k for c in timed for k in c.kernels)
 
 
 def _with_launch_ints(shapes: tuple[CaseShape, ...], checks: Sequence[CaseCheck]) -> tuple[CaseShape, ...]:

@@ -915,3 +915,18 @@ def test_a_kernel_no_case_of_which_could_be_checked_says_it_was_not_checked(scri
     assert "no case is small enough for this device to check a rewrite's correctness" in only.reason
     summary = serialize.summary_json(result, best_proposal_id=None, attempt=1)
     assert summary["checked"] is False and summary["unchecked"] == result.unchecked
+
+
+def test_tier0_is_told_which_kernels_each_parents_timed_cases_launched(monkeypatch) -> None:
+    """A library module launches different kernels per shape; tier 0 leaves out findings on
+    the ones no timed case ran (the baseline's gate, then each promoted candidate's)."""
+    told: list[frozenset[str]] = []
+
+    def tier0(source: str, **kw: Any) -> TierResult:
+        told.append(kw["launched"])
+        return sufficient(Tier.TRIAGE, finding(LC.code))
+
+    monkeypatch.setattr(loop_mod, "run_tier0", tier0)
+    result = run(module(2.0), ScriptedProposer({Family.LAUNCH_CONFIG: 0.5}), FakeTimingExecutor(), round_budget=2)
+    assert [str(r.verdict) for r in result.rounds] == ["improved", "improved"]
+    assert told == [frozenset({"k"}), frozenset({"k"})]

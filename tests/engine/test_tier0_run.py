@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, all_codes, code_info
-from diagnosis.engine.tier0 import assess, rule_codes, rules, run_tier0
+from diagnosis.engine.tier0 import _idle_kernels, assess, rule_codes, rules, run_tier0
 from diagnosis.engine.tier0.registry import rule
+from diagnosis.engine.tier0.source import parse_module
 from tests.engine import src, tier0
 
 SOFTMAX = """
@@ -330,3 +331,56 @@ ASSESS = [
 @pytest.mark.parametrize(("findings", "expected"), ASSESS)
 def test_assess_applies_the_three_tests(findings: list[Finding], expected: tuple[bool, bool, bool]) -> None:
     assert assess(findings) == expected
+
+
+TWO_PATHS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def small_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def large_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def copy(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n < 4096:
+        small_kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64)
+    else:
+        large_kernel[(triton.cdiv(n, 32),)](x, out, n, BLOCK=32)
+    return out
+"""
+
+
+def test_findings_on_a_kernel_no_timed_case_launched_are_left_out_with_a_note():
+    everything = run_tier0(TWO_PATHS, strict=True)
+    assert {"small_kernel", "large_kernel"} <= {f.kernel for f in everything.findings}
+
+    timed = run_tier0(TWO_PATHS, strict=True, launched=frozenset({"large_kernel"}))
+    assert {f.kernel for f in timed.findings if f.kernel} == {"large_kernel"}
+    assert [f for f in timed.findings if f.kernel == "large_kernel"] == [
+        f for f in everything.findings if f.kernel == "large_kernel"
+    ]
+    assert "findings on small_kernel left out: no timed case launches it" in timed.notes
+
+
+
+def test_a_jit_helper_is_never_idle_it_runs_inside_its_caller():
+    source = TWO_PATHS.replace(
+        "@triton.jit\ndef large_kernel",
+        "@triton.jit\ndef _twice(v):\n    return v + v\n\n\n@triton.jit\ndef large_kernel",
+    )
+    module = parse_module(source)
+    assert "_twice" in module.kernels
+    assert _idle_kernels(module, frozenset({"large_kernel"})) == {"small_kernel"}
+    assert _idle_kernels(module, frozenset()) == frozenset()

@@ -51,8 +51,18 @@ def _discover() -> None:
 _discover()
 
 
-def run_tier0(source: str, *, patterns: Sequence[PatternSpec] = (), strict: bool = False) -> TierResult:
+def run_tier0(
+    source: str,
+    *,
+    patterns: Sequence[PatternSpec] = (),
+    strict: bool = False,
+    launched: frozenset[str] = frozenset(),
+) -> TierResult:
     """Run every tier-0 rule over ``source`` and match the pattern library.
+
+    ``launched``: the kernels the timed cases launched, when a run recorded them. A finding on a
+    kernel that the module launches somewhere but no timed case ran (a library's other shape
+    path) cannot make the timed forward faster: it is left out, and a note names it.
 
     A rule that crashes on an unusual module is a bug in that rule, not in the upload: the
     error is recorded in ``notes`` and ``data['rule_errors']`` and the other rules still run.
@@ -90,12 +100,21 @@ def run_tier0(source: str, *, patterns: Sequence[PatternSpec] = (), strict: bool
                     raise
                 errors.append(f"{r.name}: {type(exc).__name__}: {exc}")
     findings = _dedupe(findings)
+    idle = _idle_kernels(module, launched)
+    if idle:
+        left_out = sorted({f.kernel for f in findings if f.kernel in idle})
+        findings = [f for f in findings if f.kernel not in idle]
+        if left_out:
+            result.notes.append(
+                f"findings on {', '.join(left_out)} left out: no timed case launches "
+                + ("it" if len(left_out) == 1 else "them")
+            )
     findings.extend(match_patterns(source, findings, patterns))
     findings.sort(key=lambda f: (f.lines[0] if f.lines else 0, f.code))
 
     result.findings = findings
     result.localizes, result.narrows, result.explains = assess(findings)
-    result.notes = [f"rule failed: {e}" for e in errors]
+    result.notes += [f"rule failed: {e}" for e in errors]
     result.data = {
         "kernels": {
             name: {"line": k.line, "autotuned": k.autotune is not None} for name, k in module.kernels.items()
@@ -108,6 +127,14 @@ def run_tier0(source: str, *, patterns: Sequence[PatternSpec] = (), strict: bool
     }
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _idle_kernels(module: ModuleContext, launched: frozenset[str]) -> frozenset[str]:
+    """The kernels with a launch site in the module that no timed case launched; none when the
+    launches are unknown. A @triton.jit helper has no launch site: it runs inside its caller."""
+    if not launched:
+        return frozenset()
+    return frozenset(s.kernel for s in module.launches if s.kernel) - launched
 
 
 def assess(findings: Sequence[Finding]) -> tuple[bool, bool, bool]:
