@@ -20,6 +20,7 @@ runner/childlib/verify.py), time, profile, compile (the last dispatched to
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -102,16 +103,13 @@ def _set_interpreter(req: JobRequest) -> None:
         os.environ.pop("TRITON_INTERPRET", None)
 
 
-def _error(kind: str, message: str, line: int | None, exc: BaseException) -> JobError:
-    cause = exc.__cause__ or exc
-    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
-    if len(text) > TRACEBACK_LIMIT:
-        text = "...\n" + text[-TRACEBACK_LIMIT:]
-    return JobError(kind=kind, message=message, line=line, traceback=text)
-
-
-def run(req: JobRequest) -> dict[str, Any]:
-    with phase("import"):  # the libraries every job needs, counted apart from the upload's import
+def _import_libraries(req: JobRequest) -> None:
+    """torch and triton, then tensordata's capture. The collector is off meanwhile: the imports
+    allocate millions of objects and leave no garbage cycles, and collecting while they run
+    took a quarter of every job's start (`import torch, triton`: 1.58 s with it, 1.24 s
+    without, median of three on this project's 2-core CI machine)."""
+    gc.disable()
+    try:
         if req.device == "npu":  # torch loads torch_npu inside `import torch`: say what it lacks
             from runner.backends.npu import import_torch
 
@@ -122,6 +120,21 @@ def run(req: JobRequest) -> dict[str, Any]:
         from runner import tensordata
 
         tensordata.capture()  # before any upload is imported: see runner.tensordata
+    finally:
+        gc.enable()
+
+
+def _error(kind: str, message: str, line: int | None, exc: BaseException) -> JobError:
+    cause = exc.__cause__ or exc
+    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    if len(text) > TRACEBACK_LIMIT:
+        text = "...\n" + text[-TRACEBACK_LIMIT:]
+    return JobError(kind=kind, message=message, line=line, traceback=text)
+
+
+def run(req: JobRequest) -> dict[str, Any]:
+    with phase("import"):  # the libraries every job needs, counted apart from the upload's import
+        _import_libraries(req)
     if req.job == "compile":
         from runner.childlib.compile import compile_job  # only this job pays for its imports
 
