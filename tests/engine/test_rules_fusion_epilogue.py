@@ -53,7 +53,7 @@ FIX = [
         GEMM,
         [
             # P's parameters, then the consumer's output and scalar, before the constexprs
-            "    stride_cm, stride_cn,\n    out_ptr, alpha, BLOCK_M: tl.constexpr,",
+            "    stride_cm, stride_cn,\n    out_ptr, alpha,\n    BLOCK_M: tl.constexpr,",
             "def matmul_scaled_relu_kernel(",
             # the stored value kept as the temporary's dtype, then the consumer's statements
             "    c_vals = acc.to(tl.float16).to(c_ptr.dtype.element_ty)\n"

@@ -597,18 +597,28 @@ def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
 def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
     """The kernel's parameters with plain `names` inserted at index `at`."""
     params = list(kernel.node.params.params)
-    new = [cst.Param(cst.Name(n), comma=_comma_like(params[at] if at < len(params) else None)) for n in names]
-    if at == len(params) and params:  # appended: the old last parameter needs a comma
-        last = params[-1]
-        if not isinstance(last.comma, cst.Comma):
-            params[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        new[-1] = new[-1].with_changes(comma=last.comma)
-    return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
+    # the separator between two parameters of the list (a line break where they are one per line
+    # or in groups); in groups, the new names make one group of their own
+    sep = _comma_like(params[min(max(at - 1, 0), len(params) - 2)] if len(params) > 1 else None)
+    grouped = any(
+        isinstance(p.comma, cst.Comma) and isinstance(p.comma.whitespace_after, cst.SimpleWhitespace)
+        for p in params[:-1]
+    )
+    inner = _comma_like(None) if grouped else sep
+    new = [cst.Param(cst.Name(n), comma=inner) for n in names[:-1]] + [cst.Param(cst.Name(names[-1]), comma=sep)]
+    if at < len(params) or not params:
+        return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
+    # appended: the old last parameter gets the separator, the new last one what followed the
+    # old last (a trailing comma, or none and the line break before the parenthesis)
+    last = params[-1]
+    new[-1] = new[-1].with_changes(comma=last.comma, whitespace_after_param=last.whitespace_after_param)
+    last = last.with_changes(comma=sep, whitespace_after_param=cst.SimpleWhitespace(""))
+    return kernel.node.params.with_changes(params=[*params[:-1], last, *new])
 
 
 def _comma_like(param: cst.Param | None) -> cst.Comma:
-    """A comma for a parameter inserted before `param`: a line of its own where `param` has one
-    (its comma ends the line; the comment that may follow it stays with `param`), else `, `."""
+    """A comma like `param`'s: a line break to the next parameter's indentation where `param`'s
+    comma ends its line (the comment that may follow it stays with `param`), else `, `."""
     if param is not None and isinstance(param.comma, cst.Comma):
         after = param.comma.whitespace_after
         if isinstance(after, cst.ParenthesizedWhitespace):
