@@ -534,6 +534,16 @@ ADD_HEURISTICS = ADD.replace(
     "    if EVEN:\n        x = tl.load(x_ptr + offsets)\n        y = tl.load(y_ptr + offsets)\n"
     "    else:\n" + ADD_LOADS.replace("    ", "        "),
 )
+# flag_gems: a wrapper of its own above the heuristics, which come from a runtime lookup
+ADD_RUNTIME_HEURISTICS = ADD_HEURISTICS.replace(
+    '@triton.heuristics({"EVEN": lambda args: args["n_elements"] % args["BLOCK_SIZE"] == 0})\n',
+    '@libentry()\n@triton.heuristics(heuristic_config("add"))\n',
+).replace(
+    "\n\n@libentry()",
+    "\n\ndef libentry():\n    return lambda fn: fn\n\n\n"
+    "def heuristic_config(op):\n"
+    '    return {"add": {"EVEN": lambda args: args["n_elements"] % args["BLOCK_SIZE"] == 0}}[op]\n\n\n@libentry()',
+)
 ADD_DEFAULT = ADD.replace("BLOCK_SIZE: tl.constexpr):", "BLOCK_SIZE: tl.constexpr = 1024):").replace(
     ", BLOCK_SIZE=1024)", ")"
 )
@@ -574,6 +584,9 @@ STYLES = [
     st.row(ADD_HEURISTICS, "add_tutorial.py",
            ['    key=["n_elements"],\n)\n@triton.heuristics('],  # above the heuristics, which read the block
            id="heuristics-stay-under-the-autotuner"),
+    st.row(ADD_RUNTIME_HEURISTICS, "add_tutorial.py",
+           ['@libentry()\n@triton.autotune(', '    key=["n_elements"],\n)\n@triton.heuristics(heuristic_config("add"))'],
+           ["BLOCK_SIZE=1024"], id="heuristics-from-a-runtime-lookup-under-a-library-wrapper"),
     st.row(ADD_DEFAULT, "add_tutorial.py",
            ['triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)', "BLOCK_SIZE: tl.constexpr = 1024):"],
            id="block-from-the-constexpr-default"),

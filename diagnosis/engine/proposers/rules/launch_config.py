@@ -555,7 +555,10 @@ def _plan(
     tree: cst.Module, source: str, kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput
 ) -> Plan | None:
     mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if kernel.autotuned or kernel.supplied_unknown or len(mine) != 1 or mine[0].has_star_args:
+    # Heuristics the source does not spell out (`@triton.heuristics(get_config("bmm"))`) may
+    # supply any constexpr the launch does not pass; the tuned ones are all passed at the launch
+    # (_literal_bindings), and the autotuner goes above the heuristics, which then read its choice.
+    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args:
         return None
     launch = mine[0]
     if kernel.atomics:
@@ -779,8 +782,10 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
         if p.fixed_up_to is not None:
             edits.append((p.kernel.node, _Follow(_tuned_definition(p, tree))))
             continue
-        # outermost above heuristics (they may read the tuned blocks), else right above the jit
-        at = 0 if "triton.heuristics" in p.kernel.decorators else p.kernel.decorators.index("triton.jit")
+        # right above the heuristics (they may read the tuned blocks), else right above the jit;
+        # a library's own wrapper above them (flag_gems' @libentry()) stays outermost
+        decs = p.kernel.decorators
+        at = decs.index("triton.heuristics") if "triton.heuristics" in decs else decs.index("triton.jit")
         decorators = list(p.kernel.node.decorators)
         decorators.insert(at, _decorator(p))
         edits.append((p.kernel.node, _Decorate(decorators)))
