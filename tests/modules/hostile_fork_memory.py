@@ -1,24 +1,41 @@
-"""Hostile: three forked children hold more memory together than the job may (each alone fits)."""
+"""Hostile: three forked children hold more memory together than the job may (each alone fits).
+
+Each child says on a pipe when every page of its share is resident; the parent waits for the
+three (up to 45 s, within the job's 60 s quick phase) rather than for a fixed time, so a loaded
+machine that reclaims slowly still reaches the cap before the attack gives up."""
 
 import json
 import os
+import select
 import signal
 import sys
 import time
 
 TARGETS = {}  # filled in by tests/runner/test_hostile.py: megabytes per child
 megabytes = TARGETS["megabytes"]
+ready_r, ready_w = os.pipe()
 children = []
 for _ in range(3):
     pid = os.fork()
     if pid == 0:
+        os.close(ready_r)
         held = bytearray(megabytes << 20)
         for offset in range(0, len(held), 4096):  # touch every page: resident, not just reserved
             held[offset] = 1
-        time.sleep(30)
+        os.write(ready_w, b"+")
+        time.sleep(60)
         os._exit(0)
     children.append(pid)
-time.sleep(10)  # by now all three hold their share, unless something stopped them
+os.close(ready_w)
+ready = 0
+deadline = time.monotonic() + 45
+while ready < 3 and (left := deadline - time.monotonic()) > 0:
+    if not select.select([ready_r], [], [], left)[0]:
+        break
+    chunk = os.read(ready_r, 3)
+    if not chunk:  # every child is gone
+        break
+    ready += len(chunk)
 statuses = []
 for pid in children:
     done, status = os.waitpid(pid, os.WNOHANG)
@@ -27,6 +44,8 @@ for pid in children:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
 print(
-    "HOSTILE " + json.dumps({"children": statuses, "megabytes_each": megabytes}), file=sys.stderr, flush=True
+    "HOSTILE " + json.dumps({"children": statuses, "ready": ready, "megabytes_each": megabytes}),
+    file=sys.stderr,
+    flush=True,
 )
 raise RuntimeError("the attack is over")
