@@ -53,3 +53,7 @@ def _inserted(signature: str, at: int, names: list[str]) -> str:
 )
 def test_insert_params_keeps_the_lists_layout(signature: str, at: int, names: list[str], expected: str) -> None:
     assert _inserted(signature, at, names) == expected
+
+
+def test_inserting_no_names_leaves_the_parameters_as_they_are() -> None:
+    assert _inserted("def k(\n    x,\n    BLOCK: tl.constexpr,\n):\n", 2, []) == "def k(\n    x,\n    BLOCK: tl.constexpr,\n):\n"

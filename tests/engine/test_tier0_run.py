@@ -374,7 +374,6 @@ def test_findings_on_a_kernel_no_timed_case_launched_are_left_out_with_a_note():
     assert "findings on small_kernel left out: no timed case launches it" in timed.notes
 
 
-
 def test_a_jit_helper_is_never_idle_it_runs_inside_its_caller():
     source = TWO_PATHS.replace(
         "@triton.jit\ndef large_kernel",

@@ -597,6 +597,8 @@ def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
 def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
     """The kernel's parameters with plain `names` inserted at index `at`."""
     params = list(kernel.node.params.params)
+    if not names:
+        return kernel.node.params
     # the separator between two parameters of the list (a line break where they are one per line
     # or in groups); in groups, the new names make one group of their own
     sep = _comma_like(params[min(max(at - 1, 0), len(params) - 2)] if len(params) > 1 else None)
@@ -605,7 +607,7 @@ def insert_params(kernel: Kernel, at: int, names: list[str]) -> cst.Parameters:
         for p in params[:-1]
     )
     inner = _comma_like(None) if grouped else sep
-    new = [cst.Param(cst.Name(n), comma=inner) for n in names[:-1]] + [cst.Param(cst.Name(names[-1]), comma=sep)]
+    new = [cst.Param(cst.Name(n), comma=sep if i == len(names) - 1 else inner) for i, n in enumerate(names)]
     if at < len(params) or not params:
         return kernel.node.params.with_changes(params=params[:at] + new + params[at:])
     # appended: the old last parameter gets the separator, the new last one what followed the
