@@ -33,8 +33,42 @@ def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
 
 def walk(node: cst.CSTNode, prune: type | tuple[type, ...] = ()) -> Iterator[cst.CSTNode]:
     """Every node under `node` (itself included), depth first, in source order; below a node of
-    a `prune` type, nothing. A stack, not recursion: a recursive generator passes each node up
-    through every level above it."""
+    a `prune` type, nothing."""
+    if not prune:
+        return iter(preorder(node))
+    return _walk_pruned(node, prune)
+
+
+# The rules walk the same kernels and launch functions over and over (every family, every
+# finding): a node's whole preorder is listed once and kept, beside its children. Entries are
+# dropped all at once when they hold more than _PREORDER_MAX nodes in all.
+_PREORDER: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+_PREORDER_MAX = 500_000
+_preorder_held = 0
+
+
+def preorder(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """Every node under `node` (itself included), depth first, in source order, listed once."""
+    global _preorder_held
+    entry = _PREORDER.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    out: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:  # a stack, not recursion: deep expressions would pass each node up every level
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(children(n)))
+    nodes = tuple(out)
+    if _preorder_held + len(nodes) > _PREORDER_MAX:
+        _PREORDER.clear()
+        _preorder_held = 0
+    _PREORDER[id(node)] = (node, nodes)
+    _preorder_held += len(nodes)
+    return nodes
+
+
+def _walk_pruned(node: cst.CSTNode, prune: type | tuple[type, ...]) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:
         node = stack.pop()
