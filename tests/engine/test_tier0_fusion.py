@@ -103,6 +103,21 @@ NOOP = [
         id="two-stage-reduction-through-small-partials",
     ),
     pytest.param(
+        model("        if x.shape[-1] > 4096:\n            return scale(x, 2.0)\n        else:\n            return relu(x)"),
+        id="dispatch-by-shape-in-if-else",
+    ),
+    pytest.param(
+        model(
+            "        if x.shape[-1] > 4096:\n            h = scale(x, 2.0)\n        elif x.shape[-1] > 1024:\n"
+            "            h = relu(x)\n        else:\n            h = add(x, w)\n        return h"
+        ),
+        id="dispatch-by-shape-in-elif-chain",
+    ),
+    pytest.param(
+        model("        if x.shape[-1] > 4096:\n            return scale(x, 2.0)\n        return relu(x)"),
+        id="a-branch-that-returns-then-the-other-path",
+    ),
+    pytest.param(
         src(
             """
             import torch.nn as nn
@@ -137,6 +152,22 @@ FIX = [
         model("        return scale(x, 2.0), relu(x)", {"MARK-RELU": "T0-SAME-INPUT-RELOADED"}),
         id="same-input-read-twice",
     ),
+    pytest.param(
+        model(
+            "        if x.shape[-1] > 4096:\n            return relu(x)\n"
+            "        h = scale(x, 2.0)\n        return add(h, x)",
+            {"MARK-ADD": "T0-UNFUSED-LAUNCHES, T0-SAME-INPUT-RELOADED"},
+        ),
+        id="chain-on-the-path-after-a-branch-that-returns",
+    ),
+    pytest.param(
+        model(
+            "        if x.shape[-1] > 4096:\n            h = scale(x, 2.0)\n            return relu(h)\n"
+            "        return x.relu()",
+            {"MARK-RELU": "T0-UNFUSED-LAUNCHES"},
+        ),
+        id="chain-inside-one-branch",
+    ),
 ]
 
 
@@ -168,7 +199,7 @@ def test_a_reloaded_input_carries_the_bytes_one_read_saves() -> None:
     finding is medium with that gain, so tier 0 can localize and explain it on its own (a
     row-statistic kernel and the element-wise kernel that uses it read the input twice with
     no full-size intermediate between them, the case FUSION's row broadcast removes)."""
-    source = src(FIX[-1].values[0])
+    source = src(next(p for p in FIX if p.id == "same-input-read-twice").values[0])
     (finding,) = [f for f in tier0(source).findings if f.code == "T0-SAME-INPUT-RELOADED"]
     assert finding.severity is Severity.MEDIUM and finding.family is Family.FUSION
     assert finding.kernel == "relu_kernel"
@@ -196,3 +227,20 @@ def test_the_row_mean_and_its_element_wise_consumer_explain_a_fusion_at_tier_0()
     assert "T0-SAME-INPUT-RELOADED" in codes and "T0-UNFUSED-LAUNCHES" not in codes
     kept = [f for f in findings if f.family is not Family.LAUNCH_CONFIG]
     assert assess(kept) == (True, True, True)
+
+
+def test_two_calls_of_one_dispatching_helper_can_take_different_branches() -> None:
+    """Which branch a helper takes is decided per call: the first call's launch may write what
+    the second call's launch in the other branch reads."""
+    source = src(
+        KERNELS
+        + "\n\ndef pick(x):\n"
+        "    if x.shape[-1] > 4096:\n"
+        "        return scale(x, 2.0)\n"
+        "    return relu(x)\n"
+        "\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x, w):\n"
+        "        return pick(pick(x))\n"
+    )
+    (finding,) = [f for f in tier0(source).findings if f.code == "T0-UNFUSED-LAUNCHES"]
+    assert "scale_kernel" in finding.args["edges"] and "relu_kernel" in finding.args["edges"]

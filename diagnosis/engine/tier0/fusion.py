@@ -7,7 +7,10 @@ When one launch reads what an earlier one wrote, the intermediate is written to 
 read back; fused, it would stay in registers. The gain counts tensors moved and assumes they
 have the same size (true for element-wise chains), except tensors written only with reduction
 results (partials, row statistics), which count as negligible; a chain whose only
-intermediates are such results is not reported.
+intermediates are such results is not reported. Launches in different branches of one `if`
+(a library's dispatch by shape: `if dim == last: inner[...] else: non_inner[...]`), or one in a
+branch that returns and one after the `if`, never run in the same call: no such pair is
+reported.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ class _Launch:
     reads: set[str] = field(default_factory=set)
     writes: set[str] = field(default_factory=set)
     small: set[str] = field(default_factory=set)  # written only with reduction results
+    # the branches taken to reach it: ((call, `if` statement), 0 for its body or 1 for its else)
+    path: frozenset[tuple[tuple[int, int], int]] = frozenset()
+
+    def excludes(self, other: _Launch) -> bool:
+        """The two sit in different branches of one `if`: no call runs both."""
+        return any((node, 1 - branch) in other.path for node, branch in self.path)
 
 
 class _Tracer:
@@ -74,6 +83,10 @@ class _Tracer:
         self.launches: list[_Launch] = []
         self.fresh = itertools.count()
         self.access = {name: _param_access(ctx, name) for name in ctx.kernels}
+        self.path: frozenset[tuple[tuple[int, int], int]] = frozenset()
+        # which call of a helper the tracer is in: two calls of one helper may branch apart
+        self.calls = itertools.count()
+        self.call = next(self.calls)
 
     def run(self) -> list[_Launch]:
         cls = self.ctx.classes.get("ModelNew")
@@ -88,6 +101,7 @@ class _Tracer:
         self, stmts: list[ast.stmt], env: dict[str, str], cls: ast.ClassDef | None, depth: int
     ) -> str | None:
         returned = None
+        outer = self.path  # a branch that returns narrows the path of the rest of this block only
         for stmt in stmts:
             if isinstance(stmt, ast.Assign | ast.AnnAssign):
                 value = stmt.value
@@ -101,10 +115,33 @@ class _Tracer:
                 returned = self.expr(stmt.value, env, cls, depth)
             elif isinstance(stmt, ast.Expr):
                 self.expr(stmt.value, env, cls, depth)
-            elif isinstance(stmt, ast.For | ast.While | ast.If | ast.With):
+            elif isinstance(stmt, ast.If):
+                for branch, stmts_ in enumerate((stmt.body, stmt.orelse)):
+                    inner = self.branch(stmts_, ((self.call, id(stmt)), branch), env, cls, depth)
+                    returned = returned or inner
+                leaves = (_leaves(stmt.body), _leaves(stmt.orelse))
+                if leaves[0] != leaves[1]:  # what follows runs only after the branch that stays
+                    self.path = self.path | {((self.call, id(stmt)), leaves.index(False))}
+            elif isinstance(stmt, ast.For | ast.While | ast.With):
                 inner = self.body([*stmt.body, *getattr(stmt, "orelse", [])], env, cls, depth)
                 returned = returned or inner
+        self.path = outer
         return returned
+
+    def branch(
+        self,
+        stmts: list[ast.stmt],
+        taken: tuple[tuple[int, int], int],
+        env: dict[str, str],
+        cls: ast.ClassDef | None,
+        depth: int,
+    ) -> str | None:
+        outer = self.path
+        self.path = outer | {taken}
+        try:
+            return self.body(stmts, env, cls, depth)
+        finally:
+            self.path = outer
 
     def bind(
         self,
@@ -164,7 +201,10 @@ class _Tracer:
             for kw in node.keywords:
                 if kw.arg is not None and (t := self.expr(kw.value, env, cls, depth)) is not None:
                     inner[kw.arg] = t
-            return self.body(callee.body, inner, callee_cls, depth + 1) or self.new()
+            caller, self.call = self.call, next(self.calls)
+            returned = self.body(callee.body, inner, callee_cls, depth + 1)
+            self.call = caller
+            return returned or self.new()
         if isinstance(func, ast.Attribute) and func.attr in _VIEW_METHODS:
             for a in node.args:
                 self.expr(a, env, cls, depth)
@@ -180,7 +220,7 @@ class _Tracer:
         bound = dict(zip(params, node.args, strict=False))
         bound.update({kw.arg: kw.value for kw in node.keywords if kw.arg is not None})
         reads, writes, small = self.access[kernel]
-        record = _Launch(kernel, node.lineno)
+        record = _Launch(kernel, node.lineno, path=self.path)
         for param, arg in bound.items():
             token = self.expr(arg, env, cls, depth)
             if token is None:
@@ -238,7 +278,7 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
     for j, consumer in enumerate(launches):
         for producer in launches[:j]:
             shared = producer.writes & consumer.reads
-            if shared and producer is not consumer:
+            if shared and not producer.excludes(consumer):
                 edges.append((producer, consumer))
                 intermediates |= shared
     small = set().union(*(launch.small for launch in launches))
@@ -275,7 +315,8 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
     for launch in launches:
         for token in launch.reads - produced:
             readers.setdefault(token, []).append(launch)
-    for token, users in readers.items():
+    for token, readers_of in readers.items():
+        users = _together(readers_of)
         if len(users) < 2:
             continue
         # read once instead of once per launch: the bytes moved, as for unfused launches
@@ -293,3 +334,27 @@ def unfused_launches(ctx: ModuleContext) -> Iterator[Finding]:
             kernel=users[1].kernel,
             gain=modest_gain(bound) if bound > 1 else None,
         )
+
+
+def _leaves(stmts: list[ast.stmt]) -> bool:
+    """The block always ends in a `return` or `raise` (through nested `if`s)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return | ast.Raise):
+        return True
+    return isinstance(last, ast.If) and _leaves(last.body) and _leaves(last.orelse)
+
+
+def _together(launches: list[_Launch]) -> list[_Launch]:
+    """The most launches of `launches` that can all run in one call: from each one in turn,
+    every later one that no kept launch excludes; the first of the largest such groups."""
+    best: list[_Launch] = []
+    for i, first in enumerate(launches):
+        kept = [first]
+        for launch in launches[i + 1 :]:
+            if not any(launch.excludes(k) for k in kept):
+                kept.append(launch)
+        if len(kept) > len(best):
+            best = kept
+    return best
