@@ -68,24 +68,6 @@ def suite_rows() -> list[tuple[str, str, tuple[Family, ...], RuleInput]]:
     return out
 
 
-def _review(pairs: list[tuple[str, str, str]], tmp_path: Path) -> dict[str, list[str]]:
-    """Row id -> what its output adds, for (id, before, after) pairs."""
-    paths: dict[str, tuple[Path, Path]] = {}
-    for i, (row_id, before, after) in enumerate(pairs):
-        b, a = tmp_path / f"r{i}_before.py", tmp_path / f"r{i}_after.py"
-        b.write_text(before)
-        a.write_text(after)
-        paths[row_id] = (b.resolve(), a.resolve())
-    codes = review.ruff_codes([p for pair in paths.values() for p in pair])
-    found = {}
-    for row_id, before, after in pairs:
-        b, a = paths[row_id]
-        got = review.ruff_problems(codes[str(b)], codes[str(a)]) + review.problems(before, after)
-        if got:
-            found[row_id] = got
-    return found
-
-
 def test_every_table_rewrite_is_reviewable(tmp_path: Path) -> None:
     pairs = []
     for row_id, source, family, inp in table_rows():
@@ -93,7 +75,7 @@ def test_every_table_rewrite_is_reviewable(tmp_path: Path) -> None:
         if rw is not None:
             pairs.append((row_id, source, rw.source))
     assert len(pairs) > 80  # the tables' rows, not a vacuous pass
-    assert _review(pairs, tmp_path) == {}
+    assert review.added(pairs, tmp_path) == {}
 
 
 @pytest.mark.slow
@@ -108,7 +90,7 @@ def test_every_suite_rewrite_is_reviewable(tmp_path: Path) -> None:
         if text is not None:
             pairs.append((row_id, source, text))
     assert len(pairs) > 100
-    assert _review(pairs, tmp_path) == {}
+    assert review.added(pairs, tmp_path) == {}
 
 
 # --- the checks themselves: each names what a rewrite added ---------------------------------
@@ -142,4 +124,4 @@ CHECKED = [
 
 @pytest.mark.parametrize(("after", "expected"), CHECKED)
 def test_the_review_names_what_a_rewrite_adds(after: str, expected: list[str], tmp_path: Path) -> None:
-    assert _review([("row", KERNEL, after)], tmp_path).get("row", []) == expected
+    assert review.added([("row", KERNEL, after)], tmp_path).get("row", []) == expected

@@ -172,3 +172,21 @@ def problems(before: str, after: str) -> list[str]:
             if found > allowed:
                 out.append(f"{name}: {what} x{found - allowed}")
     return out
+
+
+def added(pairs: list[tuple[str, str, str]], tmp_path: Path) -> dict[str, list[str]]:
+    """Row id -> what its output adds, for (id, before, after) pairs."""
+    paths: dict[str, tuple[Path, Path]] = {}
+    for i, (row_id, before, after) in enumerate(pairs):
+        b, a = tmp_path / f"r{i}_before.py", tmp_path / f"r{i}_after.py"
+        b.write_text(before)
+        a.write_text(after)
+        paths[row_id] = (b.resolve(), a.resolve())
+    codes = ruff_codes([p for pair in paths.values() for p in pair])
+    found = {}
+    for row_id, before, after in pairs:
+        b, a = paths[row_id]
+        got = ruff_problems(codes[str(b)], codes[str(a)]) + problems(before, after)
+        if got:
+            found[row_id] = got
+    return found

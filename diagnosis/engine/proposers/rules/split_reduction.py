@@ -42,6 +42,7 @@ from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.block_reduction import _fresh_zeros
 from diagnosis.engine.proposers.rules.structural import (
     Grid,
+    Module,
     Spelling,
     add_kwargs,
     add_param,
@@ -51,9 +52,9 @@ from diagnosis.engine.proposers.rules.structural import (
     param_slot,
     read_grid,
     same_code,
+    sm_count,
 )
 
-REFERENCE_SMS = 132  # an H100/H200-class GPU when the device is unknown
 PROGRAMS_PER_SM = 2
 STAGE2_BLOCK = 1024
 ALLOCATORS = frozenset(
@@ -440,7 +441,7 @@ def _fills_gpu(m: _Split, inp: RuleInput) -> bool:
     cases = [c for c in inp.context.cases if c.timed]
     if not cases:
         return False
-    sms = inp.context.device.sm_count if inp.context.device is not None else REFERENCE_SMS
+    sms = sm_count(inp)
     envs = cu.launch_locals(m.launch, cases)
     args = cu.launch_values(m.launch, m.kernel, cases)
     kept = m.grid.elements[m.kept]
@@ -450,17 +451,14 @@ def _fills_gpu(m: _Split, inp: RuleInput) -> bool:
 
 @transform(Family.BLOCK_REDUCTION)
 def finish_split_reduction(source: str, inp: RuleInput) -> Rewrite | None:
-    tree = cu.parse(source)
-    sp = Spelling.of(tree) if tree is not None else None
-    if tree is None or sp is None or "torch" not in cu.all_names(tree):
+    mod = Module.of(source)
+    if mod is None:
         return None
-    kernels = cu.find_kernels(tree)
-    launches = cu.find_launches(tree, kernels)
-    taken = cu.all_names(tree)
+    taken = mod.taken
     edits: list[tuple[cst.CSTNode, Any]] = []
     done: list[tuple[str, str]] = []
-    for kernel in kernels.values():
-        m = _match(kernel, launches, sp) if inp.wants(kernel.name) else None
+    for kernel in mod.kernels.values():
+        m = _match(kernel, mod.launches, mod.sp) if inp.wants(kernel.name) else None
         if m is None:
             continue
         collapse = _fills_gpu(m, inp)
@@ -475,7 +473,7 @@ def finish_split_reduction(source: str, inp: RuleInput) -> Rewrite | None:
     names = ", ".join(f"{k} ({how})" for k, how in done)
     collapsed = any(how == "collapse" for _, how in done)
     return Rewrite(
-        source=cu.emit(cu.replace(tree, edits), tree),
+        source=cu.emit(cu.replace(mod.tree, edits), mod.tree),
         family=Family.BLOCK_REDUCTION,
         kernels=tuple(k for k, _ in done),
         mechanism=(

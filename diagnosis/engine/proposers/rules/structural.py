@@ -17,11 +17,42 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from diagnosis.engine.proposers.rules import RuleInput
 from diagnosis.engine.proposers.rules import cst_util as cu
+
+REFERENCE_SMS = 132  # an H100/H200-class GPU when the device is unknown
 
 # `tl.arange` / `triton.cdiv` at the start of a name, not `x.tl.y` or `my_tl.z`
 _TL = re.compile(r"(?<![\w.])tl\.")
 _TRITON = re.compile(r"(?<![\w.])triton\.")
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module as the structural rewrites read it: its tree, spelling, kernels and launches,
+    and every name it uses (new names avoid them)."""
+
+    tree: cst.Module
+    sp: Spelling
+    kernels: dict[str, cu.Kernel]
+    launches: list[cu.Launch]
+    taken: set[str]
+
+    @classmethod
+    def of(cls, source: str) -> Module | None:
+        """None when the source does not parse, or imports no triton or names no torch (the
+        rewrites write `triton.cdiv` and `torch.empty`)."""
+        tree = cu.parse(source)
+        sp = Spelling.of(tree) if tree is not None else None
+        if tree is None or sp is None or "torch" not in cu.all_names(tree):
+            return None
+        kernels = cu.find_kernels(tree)
+        return cls(tree, sp, kernels, cu.find_launches(tree, kernels), cu.all_names(tree))
+
+
+def sm_count(inp: RuleInput) -> int:
+    """The SMs of the rule input's device, or of an H100/H200-class GPU when it names none."""
+    return inp.context.device.sm_count if inp.context.device is not None else REFERENCE_SMS
 
 
 @dataclass(frozen=True)
@@ -212,9 +243,10 @@ def add_kwargs(call: cst.Call, kwargs: Sequence[tuple[str, str]]) -> cst.Call:
 
 
 def _separator(last: object, before: object) -> cst.Comma:
-    """The comma to put after what was the last item of a list: its own trailing comma when it
-    ends a line (one item per line), else the one before it when that ends a line, else `, `."""
-    for comma in (last, before):
+    """The comma to put after what was the last item of a list, when items are one per line:
+    the one between the two last items (a trailing comma breaks to the closing bracket's
+    indentation, not the items'), else the trailing one, else `, `."""
+    for comma in (before, last):
         if isinstance(comma, cst.Comma) and "\n" in cu.code(comma):
             return comma
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

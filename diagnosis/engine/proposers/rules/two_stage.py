@@ -42,6 +42,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.structural import (
+    Module,
     Spelling,
     bound_names,
     constexpr_annotation,
@@ -49,13 +50,13 @@ from diagnosis.engine.proposers.rules.structural import (
     memory_params,
     parens,
     read_grid,
+    sm_count,
 )
 
 FINISHES = frozenset({"tl.store", "tl.atomic_add", "tl.atomic_max", "tl.atomic_min"})
 REDUCE = {"+": "tl.sum", "max": "tl.max", "min": "tl.min"}
 UPDATES = {"tl.maximum": "max", "tl.minimum": "min"}
 PROGRAMS_PER_SM = 4
-REFERENCE_SMS = 132
 BLOCK_PER_PROGRAM = 4096  # elements of a cut block: 32 fp32 registers per thread at 4 warps
 STAGE2_BLOCK = 1024
 
@@ -118,7 +119,9 @@ def _neutral(sp: Spelling, init: cst.BaseExpression, op: str) -> bool:
     return text in (('float("-inf")', '-float("inf")') if op == "max" else ('float("inf")', 'float("+inf")'))
 
 
-def _update(sp: Spelling, st: cst.BaseSmallStatement, acc: str) -> tuple[str, cst.BaseExpression] | None:
+def accumulator_update(
+    sp: Spelling, st: cst.BaseSmallStatement, acc: str
+) -> tuple[str, cst.BaseExpression] | None:
     """(op, e) for `acc += e`, `acc = acc + e`, `acc = tl.maximum(acc, e)`, ..."""
     if isinstance(st, cst.AugAssign) and isinstance(st.target, cst.Name) and st.target.value == acc:
         return ("+", st.value) if isinstance(st.operator, cst.AddAssign) else None
@@ -247,7 +250,7 @@ def _match_loop(
         for st in loop_body
         if isinstance(st, cst.SimpleStatementLine)
         and len(st.body) == 1
-        and (u := _update(sp, st.body[0], acc))
+        and (u := accumulator_update(sp, st.body[0], acc))
     ]
     if len(updates) != 1 or len(bindings.by_name.get(acc, [])) != 2:
         return None
@@ -429,7 +432,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         host_step = _host(w.sp, step, bound) if step is not None else "1"
         if host_stop is None or host_step is None:
             return None
-        sms = inp.context.device.sm_count if inp.context.device is not None else REFERENCE_SMS
+        sms = sm_count(inp)
         count = f"triton.cdiv({host_stop}, {host_step})" if host_step != "1" else host_stop
         lines.append(f"{n_var} = max(1, min({count}, {PROGRAMS_PER_SM * sms}))")
     else:
@@ -500,18 +503,14 @@ def _host(sp: Spelling, node: cst.BaseExpression | None, bound: dict[str, cst.Ba
 
 @transform(Family.TWO_STAGE)
 def two_stage_whole_reduction(source: str, inp: RuleInput) -> Rewrite | None:
-    tree = cu.parse(source)
-    sp = Spelling.of(tree) if tree is not None else None
-    if tree is None or sp is None or "torch" not in cu.all_names(tree):
+    m = Module.of(source)
+    if m is None:
         return None
-    kernels = cu.find_kernels(tree)
-    launches = cu.find_launches(tree, kernels)
-    taken = cu.all_names(tree)
     edits: list[tuple[cst.CSTNode, Any]] = []
     done: list[tuple[str, str]] = []
-    for kernel in kernels.values():
-        w = _match(kernel, launches, sp) if inp.wants(kernel.name) else None
-        plan = _plan(w, taken, inp) if w is not None else None
+    for kernel in m.kernels.values():
+        w = _match(kernel, m.launches, m.sp) if inp.wants(kernel.name) else None
+        plan = _plan(w, m.taken, inp) if w is not None else None
         if plan is not None:
             edits.extend(plan)
             done.append((kernel.name, "its loop" if w.loop is not None else "its block"))
@@ -519,7 +518,7 @@ def two_stage_whole_reduction(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     names = ", ".join(f"{k} ({how})" for k, how in done)
     return Rewrite(
-        source=cu.emit(cu.replace(tree, edits), tree),
+        source=cu.emit(cu.replace(m.tree, edits), m.tree),
         family=Family.TWO_STAGE,
         kernels=tuple(k for k, _ in done),
         mechanism=(
