@@ -1,7 +1,8 @@
 """Compiler-grounded checks of the structural rewrites: each case module and its rewrite are
 compiled for sm_90 on CPU (the child's compile job) and the PTX or TTGIR must show what the
 rewrite promises: the walked column's loads vectorized, the atomics gone or out of the loop,
-the whole-tensor reduction spread over many programs, the intermediate's round trip gone."""
+the whole-tensor reduction spread over many programs, a few programs' loop split over the
+device, the intermediate's round trip gone."""
 
 from __future__ import annotations
 
@@ -145,3 +146,28 @@ def test_the_forwarded_intermediate_is_neither_stored_nor_loaded_back(tmp_path: 
     assert (_ops(compile_module(before), "tt.load"), _ops(compile_module(before), "tt.store")) == (2, 2)
     new = compile_module(after)
     assert (_ops(new, "tt.load"), _ops(new, "tt.store")) == (1, 1)
+
+
+def test_the_split_loop_fills_the_device_and_combines_on_the_original_grid(tmp_path: Path) -> None:
+    """few_colsum.py's first case, 16384 x 2048: 8 programs of 256 columns walk all the rows
+    alone; split, 66 splits of each (4 programs per SM on 132 SMs) walk every 66th row."""
+    from diagnosis.engine.proposers.rules import RuleInput
+    from diagnosis.engine.proposers.rules.split_loop import split_long_loop
+    from tests.engine.test_rules_split_loop import CASES
+
+    before = h.HERE / "few_colsum.py"
+    rw = split_long_loop(before.read_text(), RuleInput((), h.rule_input(CASES).context))
+    assert rw is not None
+    after = tmp_path / "few_colsum.py"
+    after.write_text(rw.source)
+    [kernel] = compile_module(before).kernels
+    assert kernel.grid == (8, 1, 1)
+    partials, combine = compile_module(after).kernels
+    assert partials.grid == (8, 66, 1) and combine.grid == (8, 1, 1)
+    loop_loads = [
+        op for op in parse_mlir(partials.stages["ttgir"], partials.filename).ops if op.name == "tt.load"
+    ]
+    assert [op.loops for op in loop_loads] == [1]  # the input, inside the split loop
+    width = max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(kernel).values())
+    assert width == 64  # 256 columns over 128 threads: two floats a thread
+    assert max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(partials).values()) == width
