@@ -124,11 +124,15 @@ FIX = [
             "        acc += tl.load(partials_ptr + (split * programs + tile) * BLOCK_K + lanes).to(acc.dtype)\n"
             "    tl.store(out_ptr + cols, acc, mask=mask)\n",
             "        n_split = max(1, min(n_rows, 528 // triton.cdiv(n_cols, 256)))\n"
-            "        partials = out.new_empty((n_split, triton.cdiv(n_cols, 256), 256), dtype=torch.float64)\n"
-            "        colsum_kernel_partials[(triton.cdiv(n_cols, 256), n_split)](x, out, n_rows, n_cols, BLOCK_K=256, "
+            "        if n_split > 1:\n"
+            "            partials = out.new_empty((n_split, triton.cdiv(n_cols, 256), 256), dtype=torch.float64)\n"
+            "            colsum_kernel_partials[(triton.cdiv(n_cols, 256), n_split)](x, out, n_rows, n_cols, "
+            "BLOCK_K=256, partials_ptr=partials, n_split=n_split)\n"
+            "            colsum_kernel_combine[(triton.cdiv(n_cols, 256),)](x, out, n_rows, n_cols, BLOCK_K=256, "
             "partials_ptr=partials, n_split=n_split)\n"
-            "        colsum_kernel_combine[(triton.cdiv(n_cols, 256),)](x, out, n_rows, n_cols, BLOCK_K=256, "
-            "partials_ptr=partials, n_split=n_split)\n",
+            "        else:\n"
+            "            colsum_kernel[(triton.cdiv(n_cols, 256),)](x, out, n_rows, n_cols, BLOCK_K=256)\n",
+            "def colsum_kernel(x_ptr, out_ptr, n_rows, n_cols, BLOCK_K: tl.constexpr):\n",
         ],
         RuleInput((), ProposalContext(cases=CASES)),
         id="column-sum-keyword-launch",
@@ -142,9 +146,11 @@ FIX = [
             "* (BLOCK_N * BLOCK_K) + lanes, acc.to(tl.float64))\n",
             "    total = tl.sum(acc, axis=0)\n    mean = total / n_rows\n",
             "        n_split = max(1, min(triton.cdiv(n_rows, 8), 528 // (grid[0] * grid[1])))\n"
-            "        partials = out.new_empty((n_split, grid[0] * grid[1], 8 * 256), dtype=torch.float64)\n"
-            "        colsum_kernel_partials[(*grid, n_split)](",
-            "        colsum_kernel_combine[grid](",
+            "        if n_split > 1:\n"
+            "            partials = out.new_empty((n_split, grid[0] * grid[1], 8 * 256), dtype=torch.float64)\n"
+            "            colsum_kernel_partials[(*grid, n_split)](",
+            "            colsum_kernel_combine[grid](",
+            "        else:\n            colsum_kernel[grid](x, out, n_rows, n_cols, BLOCK_N=8, BLOCK_K=256)\n",
         ],
         RuleInput((few_programs("colsum_kernel"),), ProposalContext(cases=CASES)),
         id="batched-mean-2d-tile-rank-2-named-grid-finish-through-locals",
@@ -276,8 +282,8 @@ def test_launch_config_splits_what_its_autotune_cannot_read() -> None:
 
 
 def test_split_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None:
-    """Verify inputs with fewer rows than splits, more, and odd column counts; a mutation that
-    drops the last split must fail the same check."""
+    """Verify inputs with fewer rows than splits, more, odd column counts and one row (one split:
+    the kernel as it was); a mutation that drops the last split must fail the same check."""
     sources = {p.id: split_long_loop(p.values[0], p.values[2]).source for p in FIX}
     sources["helper-style"] = st.for_interpreter(helper_style_rewrite().source)
     dropped = sources["column-sum-keyword-launch"]

@@ -48,4 +48,4 @@ def get_input_cases():
 
 
 def get_verify_inputs():
-    return [[torch.randn(37, 1000)], [torch.randn(1000, 37)], [torch.randn(5, 300)]]
+    return [[torch.randn(37, 1000)], [torch.randn(1000, 37)], [torch.randn(5, 300)], [torch.randn(1, 300)]]

@@ -27,8 +27,9 @@ parameters (the float64 partials buffer and the number of splits S, passed by ke
 Statements either copy no longer reads (the loop's addresses in the combine, the finish in the
 partials) are dropped when they only compute.
 
-The wrapper picks S = max(1, min(iterations, 4 programs per SM // programs)), so a launch
-that already fills the device runs with S = 1.
+The wrapper picks S = max(1, min(iterations, 4 programs per SM // programs)) and launches the
+two copies when S > 1; a launch that already fills the device (S = 1) runs the kernel as it
+was, which stays beside its copies.
 
 Correct by construction: the accumulator is a sum of per-iteration terms that read neither it
 nor anything carried between iterations, so any split of the iterations gives the same terms;
@@ -475,19 +476,31 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         )
     )
     second = s.launch.call.with_changes(func=sub.with_changes(value=cst.Name(stage2)))
-    new_lines: list[cst.BaseStatement] = [cu.stmt(s.sp.write(lines[1])), cu.stmt(s.sp.write(lines[2]))]
-    new_lines[0] = new_lines[0].with_changes(
+    count_line = cu.stmt(s.sp.write(lines[1])).with_changes(
         leading_lines=[*statement.leading_lines, cst.EmptyLine(comment=cst.Comment(lines[0]))]
     )
-    new_lines.append(statement.with_changes(body=[cst.Expr(add_kwargs(first, extra))], leading_lines=[]))
-    new_lines.append(statement.with_changes(body=[cst.Expr(add_kwargs(second, extra))], leading_lines=[]))
-    pair = [
-        _partials_kernel(s, stage1, buf, n_param),
-        _combine_kernel(s, stage2, buf, n_param).with_changes(
-            leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
+    # a launch that fills the device keeps the kernel as it was
+    dispatch = cst.If(
+        test=cu.expr(f"{n_var} > 1"),
+        body=cst.IndentedBlock(
+            [
+                cu.stmt(s.sp.write(lines[2])),
+                statement.with_changes(body=[cst.Expr(add_kwargs(first, extra))], leading_lines=[]),
+                statement.with_changes(body=[cst.Expr(add_kwargs(second, extra))], leading_lines=[]),
+            ]
         ),
+        orelse=cst.Else(cst.IndentedBlock([statement.with_changes(leading_lines=[])])),
+    )
+    apart = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+    kernels = [
+        s.kernel.node,
+        _partials_kernel(s, stage1, buf, n_param).with_changes(leading_lines=apart),
+        _combine_kernel(s, stage2, buf, n_param).with_changes(leading_lines=apart),
     ]
-    return [(s.kernel.node, cst.FlattenSentinel(pair)), (statement, cst.FlattenSentinel(new_lines))]
+    return [
+        (s.kernel.node, cst.FlattenSentinel(kernels)),
+        (statement, cst.FlattenSentinel([count_line, dispatch])),
+    ]
 
 
 def _host(node: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> str | None:
