@@ -57,8 +57,8 @@ from diagnosis.engine.proposers.rules.structural import (
     add_kwargs,
     bound_names,
     constexprs,
-    memory_params,
     param_slot,
+    second_stage,
     sm_count,
 )
 from diagnosis.engine.proposers.rules.two_stage import accumulator_update
@@ -145,7 +145,7 @@ def _match(
     axes = cu.grid_axes(launch, kernel)
     if axes is None or not 1 <= len(axes) <= 2 or all(cu.int_literal(a) == 1 for a in axes):
         return None  # one program: TWO_STAGE's
-    if _second_stage(kernel, launch, sp):
+    if second_stage(kernel, launch, sp):
         return None
     rank = len(axes)
     body = cu.body_statements(kernel.node.body)
@@ -181,22 +181,6 @@ def _match(
     if not _few_programs(launch, kernel, inp):
         return None
     return _Split(kernel, launch, sp, rank, loop, acc, [e.value for e in shape.elements], out)
-
-
-def _second_stage(kernel: cu.Kernel, launch: cu.Launch, sp: Spelling) -> bool:
-    """The kernel reads a tensor its wrapper allocated (`torch.empty(...)` and the like): it
-    finishes someone's partials, which are few; splitting it again gains nothing."""
-    bound = launch.bound(kernel)
-    wb = cu.Bindings(launch.function)
-    loads, _ = memory_params(kernel, sp)
-    for p in loads:
-        arg = bound.get(p)
-        b = wb.single(arg.value) if isinstance(arg, cst.Name) else None
-        if p == "?" or (
-            b is not None and b.value is not None and (cu.call_name(b.value) or "").startswith("torch.")
-        ):
-            return True
-    return False
 
 
 def _one_store(kernel: cu.Kernel, sp: Spelling, body: list[cst.BaseStatement]) -> str | None:

@@ -164,6 +164,21 @@ def memory_params(kernel: cu.Kernel, sp: Spelling) -> tuple[set[str], set[str]]:
     return loads, stores
 
 
+def second_stage(kernel: cu.Kernel, launch: cu.Launch, sp: Spelling) -> bool:
+    """The kernel loads a tensor its wrapper allocated (`torch.empty(...)` and the like), or from
+    a base it cannot name: those are someone's partials, and the kernel is their second stage."""
+    bound = launch.bound(kernel)
+    wb = cu.Bindings(launch.function)
+    loads, _ = memory_params(kernel, sp)
+    for p in loads:
+        arg = bound.get(p)
+        b = wb.single(arg.value) if isinstance(arg, cst.Name) else None
+        allocated = b is not None and b.value is not None and (cu.call_name(b.value) or "").startswith("torch.")
+        if p == "?" or allocated:
+            return True
+    return False
+
+
 def bound_names(node: cst.CSTNode) -> set[str]:
     """Names an assignment, augmented assignment or `for` target under `node` binds."""
     out: set[str] = set()

@@ -47,9 +47,9 @@ from diagnosis.engine.proposers.rules.structural import (
     bound_names,
     constexpr_annotation,
     constexprs,
-    memory_params,
     parens,
     read_grid,
+    second_stage,
     sm_count,
 )
 
@@ -398,16 +398,9 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     out_arg = bound.get(w.out)
     if not isinstance(out_arg, cst.Name):
         return None
-    # inputs the wrapper allocated are partials already: this is someone's second stage
+    if second_stage(w.kernel, w.launch, w.sp):
+        return None
     wb = cu.Bindings(w.launch.function)
-    loads, _ = memory_params(w.kernel, w.sp)
-    for p in loads:
-        arg = bound.get(p)
-        b = wb.single(arg.value) if isinstance(arg, cst.Name) else None
-        if p == "?" or (
-            b is not None and b.value is not None and (cu.call_name(b.value) or "").startswith("torch.")
-        ):
-            return None
     consts = constexprs(w.kernel, w.sp)
     extra = sorted(
         (cu.names_in(w.value) - cu.names_in(w.partial)) & (set(w.kernel.params) - set(consts)),
