@@ -57,6 +57,7 @@ from diagnosis.engine.proposers.rules.structural import (
     add_kwargs,
     bound_names,
     constexprs,
+    host_code,
     param_slot,
     second_stage,
     sm_count,
@@ -419,7 +420,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     bound = s.launch.bound(s.kernel)
     out_arg = bound.get(s.out)
     axes = cu.grid_axes(s.launch, s.kernel)
-    dims = [_host(d, bound) for d in s.shape]
+    dims = [host_code(s.sp, d, bound) for d in s.shape]
     if out_arg is None or axes is None or None in dims or _slot(s) is None:
         return None
     statement = s.launch.statement
@@ -487,15 +488,6 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     ]
 
 
-def _host(node: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> str | None:
-    """A literal, or the launch's argument for the parameter `node` names, as wrapper code."""
-    if cu.int_literal(node) is not None:
-        return cu.code(node)
-    if isinstance(node, cst.Name) and node.value in bound:
-        return cu.operand(bound[node.value])
-    return None
-
-
 def _trips(s: _Split, bound: dict[str, cst.BaseExpression]) -> str | None:
     """The loop's iteration count as wrapper code, for `range(n)`, `range(0, n)` and
     `range(0, n, step)` over launch arguments; None otherwise (the split count is then bounded
@@ -503,8 +495,8 @@ def _trips(s: _Split, bound: dict[str, cst.BaseExpression]) -> str | None:
     args = [a.value for a in s.loop.iter.args]
     if len(args) > 1 and cu.int_literal(args[0]) != 0:
         return None
-    stop = _host(args[1] if len(args) > 1 else args[0], bound)
-    step = _host(args[2], bound) if len(args) > 2 else "1"
+    stop = host_code(s.sp, args[1] if len(args) > 1 else args[0], bound)
+    step = host_code(s.sp, args[2], bound) if len(args) > 2 else "1"
     if stop is None or step is None:
         return None
     return stop if step == "1" else s.sp.write(f"triton.cdiv({stop}, {step})")

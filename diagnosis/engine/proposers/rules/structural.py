@@ -164,6 +164,23 @@ def memory_params(kernel: cu.Kernel, sp: Spelling) -> tuple[set[str], set[str]]:
     return loads, stores
 
 
+def host_code(
+    sp: Spelling, node: cst.BaseExpression | None, bound: dict[str, cst.BaseExpression]
+) -> str | None:
+    """A loop bound or step as wrapper code: a literal, the argument of the parameter it names,
+    or `tl.cdiv` of those."""
+    if node is None:
+        return None
+    if cu.int_literal(node) is not None:
+        return cu.code(node)
+    if isinstance(node, cst.Name) and node.value in bound:
+        return cu.operand(bound[node.value])
+    if sp.is_call(node, "tl.cdiv") and isinstance(node, cst.Call) and len(node.args) == 2:
+        a, b = (host_code(sp, x.value, bound) for x in node.args)
+        return sp.write(f"triton.cdiv({a}, {b})") if a is not None and b is not None else None
+    return None
+
+
 def second_stage(kernel: cu.Kernel, launch: cu.Launch, sp: Spelling) -> bool:
     """The kernel loads a tensor its wrapper allocated (`torch.empty(...)` and the like), or from
     a base it cannot name: those are someone's partials, and the kernel is their second stage."""

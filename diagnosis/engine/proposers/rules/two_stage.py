@@ -47,6 +47,7 @@ from diagnosis.engine.proposers.rules.structural import (
     bound_names,
     constexpr_annotation,
     constexprs,
+    host_code,
     parens,
     read_grid,
     second_stage,
@@ -421,8 +422,8 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         args = list(w.bounds)
         stop = args[1] if len(args) > 1 else args[0]
         step = args[2] if len(args) > 2 else None
-        host_stop = _host(w.sp, stop, bound)
-        host_step = _host(w.sp, step, bound) if step is not None else "1"
+        host_stop = host_code(w.sp, stop, bound)
+        host_step = host_code(w.sp, step, bound) if step is not None else "1"
         if host_stop is None or host_step is None:
             return None
         sms = sm_count(inp)
@@ -477,21 +478,6 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         if b is not None and isinstance(b.statement, cst.SimpleStatementLine) and len(b.statement.body) == 1:
             edits.append((b.statement, cst.RemoveFromParent()))
     return edits
-
-
-def _host(sp: Spelling, node: cst.BaseExpression | None, bound: dict[str, cst.BaseExpression]) -> str | None:
-    """A loop bound or step as wrapper code: a literal, the argument of the parameter it names,
-    or `tl.cdiv` of those."""
-    if node is None:
-        return None
-    if cu.int_literal(node) is not None:
-        return cu.code(node)
-    if isinstance(node, cst.Name) and node.value in bound:
-        return cu.operand(bound[node.value])
-    if sp.is_call(node, "tl.cdiv") and isinstance(node, cst.Call) and len(node.args) == 2:
-        a, b = (_host(sp, x.value, bound) for x in node.args)
-        return sp.write(f"triton.cdiv({a}, {b})") if a is not None and b is not None else None
-    return None
 
 
 @transform(Family.TWO_STAGE)
