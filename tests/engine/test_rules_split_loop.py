@@ -164,7 +164,7 @@ NOOP = [
         variant(COLSUM, ("BLOCK_K=256", "BLOCK_K=4"), ("cdiv(n_cols, 256)", "cdiv(n_cols, 4)")),
         False,
         id="many-programs",
-    ),  # fmt: skip
+    ),
     pytest.param(
         variant(
             COLSUM,
@@ -183,7 +183,7 @@ NOOP = [
         ),
         True,
         id="update-not-a-sum",
-    ),  # fmt: skip
+    ),
     pytest.param(
         variant(
             COLSUM,
@@ -191,7 +191,7 @@ NOOP = [
         ),
         True,
         id="loop-index-read-after-the-loop",
-    ),  # fmt: skip
+    ),
     pytest.param(
         variant(
             COLSUM,
@@ -207,7 +207,7 @@ NOOP = [
         variant(COLSUM, ("dtype=tl.float32)\n    for", "dtype=tl.int64)\n    for")),
         True,
         id="int64-accumulator",
-    ),  # fmt: skip
+    ),
     pytest.param(
         variant(
             COLSUM,
@@ -215,7 +215,7 @@ NOOP = [
         ),
         True,
         id="atomic-finish",
-    ),  # fmt: skip
+    ),
     pytest.param(
         variant(COLSUM, ("[(triton.cdiv(n_cols, 256),)]", "[(1,)]")),
         True,
@@ -229,7 +229,7 @@ NOOP = [
                 "@triton.jit\ndef colsum_kernel(",
                 "@triton.jit\ndef mark(flag_ptr):\n    tl.store(flag_ptr, 1)\n\n\n"
                 "@triton.jit\ndef colsum_kernel(",
-            ),  # fmt: skip
+            ),
             ("    mask = cols < n_cols\n", "    mask = cols < n_cols\n    mark(out_ptr)\n"),
         ),
         True,
