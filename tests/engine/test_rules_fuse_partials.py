@@ -29,13 +29,6 @@ def single_pass(source: str) -> str:
     return rw.source
 
 
-def variant(source: str, *pairs: tuple[str, str]) -> str:
-    for old, new in pairs:
-        assert old in source, old
-        source = source.replace(old, new)
-    return source
-
-
 STATS = [
     pytest.param(
         SOFTMAX,
@@ -99,11 +92,11 @@ NOOP = [
     pytest.param(h.source("softmax_loops.py"), id="multi-pass-without-intermediate"),
     pytest.param(RELOAD_SOFTMAX, id="reload-in-row-loops-goes-to-single-pass-first"),
     pytest.param(
-        variant(SOFTMAX, ("normalize_kernel[(n_rows,)]", "normalize_kernel[(n_rows, 1)]")),
+        h.variant(SOFTMAX, ("normalize_kernel[(n_rows,)]", "normalize_kernel[(n_rows, 1)]")),
         id="different-grids",
     ),
     pytest.param(
-        variant(
+        h.variant(
             SOFTMAX,
             ("        y = torch.empty_like(x)\n", ""),
             ("y, n_cols, x.stride(0), BLOCK_SIZE", "x, n_cols, x.stride(0), BLOCK_SIZE"),
@@ -111,7 +104,7 @@ NOOP = [
         id="output-is-an-input",
     ),
     pytest.param(
-        variant(
+        h.variant(
             SOFTMAX,
             (
                 "        y = torch.empty_like(x)\n",
@@ -121,13 +114,13 @@ NOOP = [
         id="statistics-read-between-the-launches",
     ),
     pytest.param(
-        variant(
+        h.variant(
             RELOAD_CENTER, ("center_scale_kernel[(rows,)](x, out,", "center_scale_kernel[(rows,)](out, out,")
         ),
         id="aliased-pointers",
     ),
     pytest.param(
-        variant(
+        h.variant(
             RELOAD_CENTER,
             (
                 "    centered = lang.load(dst + r * width + c, mask=m, other=0.0)",

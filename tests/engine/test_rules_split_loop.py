@@ -25,13 +25,6 @@ CASES = tuple(
 )
 
 
-def variant(source: str, *pairs: tuple[str, str]) -> str:
-    for old, new in pairs:
-        assert old in source, old
-        source = source.replace(old, new)
-    return source
-
-
 def few_programs(kernel: str, severity: Severity = Severity.HIGH) -> Finding:
     args = {"case": 0, "kernel": kernel, "programs": 8, "sm_count": 132, "waves": 0.06, "slots": 16,
             "num_warps": 4, "idle": ""}  # fmt: skip
@@ -44,7 +37,7 @@ def split(source: str, findings: tuple[Finding, ...] = ()) -> str | None:
 
 
 # a batched column mean: a 2-D tile walked in row blocks, a rank-2 grid, the finish through locals
-BATCHED_MEAN = variant(
+BATCHED_MEAN = h.variant(
     COLSUM,
     ("return x.sum(dim=0)", "return x.mean(dim=1)"),
     (
@@ -84,7 +77,7 @@ BATCHED_MEAN = variant(
 # flag_gems' style: `import triton.language as lang`, the launch in a module-level helper,
 # constexprs by position, a grid lambda over `meta`, and the block chosen in two branches (so
 # LAUNCH_CONFIG's autotune cannot read it and leaves the kernel to the split)
-HELPER_STYLE = variant(
+HELPER_STYLE = h.variant(
     COLSUM,
     ("import triton.language as tl\n", "import triton.language as lang\n"),
     ("BLOCK_K: tl.constexpr", "BLOCK_K: lang.constexpr"),
@@ -161,12 +154,12 @@ FIX = [
 # whose shapes show enough programs and which no finding names
 NOOP = [
     pytest.param(
-        variant(COLSUM, ("BLOCK_K=256", "BLOCK_K=4"), ("cdiv(n_cols, 256)", "cdiv(n_cols, 4)")),
+        h.variant(COLSUM, ("BLOCK_K=256", "BLOCK_K=4"), ("cdiv(n_cols, 256)", "cdiv(n_cols, 4)")),
         False,
         id="many-programs",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             ("    for row in range(n_rows):\n", "    ptrs = x_ptr + cols\n    for row in range(n_rows):\n"),
             (
@@ -178,14 +171,14 @@ NOOP = [
         id="pointer-carried-between-iterations",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM, ("acc += tl.load(", "acc = tl.maximum(acc, tl.load("), ("other=0.0)\n", "other=0.0))\n")
         ),
         True,
         id="update-not-a-sum",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             ("tl.store(out_ptr + cols, acc, mask=mask)", "tl.store(out_ptr + cols, acc / row, mask=mask)"),
         ),
@@ -193,7 +186,7 @@ NOOP = [
         id="loop-index-read-after-the-loop",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             (
                 "        acc += tl.load(",
@@ -204,12 +197,12 @@ NOOP = [
         id="loop-stores",
     ),
     pytest.param(
-        variant(COLSUM, ("dtype=tl.float32)\n    for", "dtype=tl.int64)\n    for")),
+        h.variant(COLSUM, ("dtype=tl.float32)\n    for", "dtype=tl.int64)\n    for")),
         True,
         id="int64-accumulator",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             ("tl.store(out_ptr + cols, acc, mask=mask)", "tl.atomic_add(out_ptr + cols, acc, mask=mask)"),
         ),
@@ -217,13 +210,13 @@ NOOP = [
         id="atomic-finish",
     ),
     pytest.param(
-        variant(COLSUM, ("[(triton.cdiv(n_cols, 256),)]", "[(1,)]")),
+        h.variant(COLSUM, ("[(triton.cdiv(n_cols, 256),)]", "[(1,)]")),
         True,
         id="one-program-is-two-stages-case",
     ),
     pytest.param((h.SUITE / "19_mse_loss_fp32.py").read_text(), True, id="someone-elses-second-stage"),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             (
                 "@triton.jit\ndef colsum_kernel(",

@@ -24,15 +24,8 @@ TALL = tuple(CaseShape(i, ((4096, 4096),), ("float32",), True) for i in range(2)
 WIDE = tuple(CaseShape(i, ((64, 1 << 20),), ("float32",), True) for i in range(2))
 
 
-def variant(source: str, *pairs: tuple[str, str]) -> str:
-    for old, new in pairs:
-        assert old in source, old
-        source = source.replace(old, new)
-    return source
-
-
 # the kept axis second: program_id(1) is the row, the grid (column blocks, rows)
-ROWSUM_SWAPPED = variant(
+ROWSUM_SWAPPED = h.variant(
     ROWSUM,
     (
         "    row = tl.program_id(0)\n    block = tl.program_id(1)\n",
@@ -129,11 +122,11 @@ COLLAPSE = [
 NOOP = [
     pytest.param(h.source("mean_atomic.py"), id="one-grid-axis-is-block-reductions-case"),
     pytest.param(
-        variant(ROWSUM, ("tl.atomic_add(out_ptr + row, ", "tl.atomic_add(out_ptr + row + block, ")),
+        h.variant(ROWSUM, ("tl.atomic_add(out_ptr + row, ", "tl.atomic_add(out_ptr + row + block, ")),
         id="address-depends-on-both-axes",
     ),
     pytest.param(
-        variant(
+        h.variant(
             ROWSUM,
             (
                 "tl.atomic_add(out_ptr + row, tl.sum(x, axis=0))",
@@ -143,7 +136,7 @@ NOOP = [
         id="mask-depends-on-the-split",
     ),
     pytest.param(
-        variant(
+        h.variant(
             ROWSUM,
             (
                 "    tl.atomic_add(out_ptr + row, tl.sum(x, axis=0))\n",
@@ -153,14 +146,14 @@ NOOP = [
         id="statement-after-the-atomic",
     ),
     pytest.param(
-        variant(
+        h.variant(
             ROWSUM,
             ("    cols = block", "    if block >= tl.num_programs(1):\n        return\n    cols = block"),
         ),
         id="early-return-and-num-programs",
     ),
     pytest.param(
-        variant(
+        h.variant(
             ROWSUM,
             (
                 "    tl.atomic_add(out_ptr + row, tl.sum(x, axis=0))\n",
@@ -170,14 +163,14 @@ NOOP = [
         id="two-atomics",
     ),
     pytest.param(
-        variant(
+        h.variant(
             ROWSUM,
             ("(n_rows, triton.cdiv(n_cols, BLOCK_SIZE))", "(n_rows, triton.cdiv(n_cols, BLOCK_SIZE), 1)"),
         ),
         id="three-dimensional-grid",
     ),
     pytest.param(
-        variant(
+        h.variant(
             ROWSUM,
             ("out = torch.zeros(n_rows, device=x.device, dtype=torch.float32)", "out = x.new_zeros(n_rows)"),
         ),

@@ -19,15 +19,8 @@ TRANSPOSE = h.source("strided_transpose.py")
 COLMAX = h.source("strided_colmax.py")
 
 
-def variant(source: str, *pairs: tuple[str, str]) -> str:
-    for old, new in pairs:
-        assert old in source, old
-        source = source.replace(old, new)
-    return source
-
-
 # the other direction: program `row` reads its row of x and writes it as a column of y
-TRANSPOSE_BY_ROWS = variant(
+TRANSPOSE_BY_ROWS = h.variant(
     TRANSPOSE,
     (
         """    for start in range(0, n_rows, BLOCK_SIZE):
@@ -96,7 +89,7 @@ FIX = [
         id="column-max-scalar-accumulator-lang-alias-named-grid",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             ("    acc = tl.zeros([BLOCK_M], dtype=tl.float32)\n", "    acc = 0.0\n"),
             ("        acc += x\n", "        acc += tl.sum(x)\n"),
@@ -116,19 +109,19 @@ NOOP = [
     pytest.param((h.SUITE / "15_max_dim_fp32.py").read_text(), id="row-walk-is-contiguous"),
     pytest.param((h.SUITE / "18_transpose_fp32.py").read_text(), id="two-dimensional-grid"),
     pytest.param(
-        variant(COLSUM, ("colsum_kernel[(N,)](x, out, M, N,", "colsum_kernel[(x.shape[1],)](x, out, M, N,")),
+        h.variant(COLSUM, ("colsum_kernel[(N,)](x, out, M, N,", "colsum_kernel[(x.shape[1],)](x, out, M, N,")),
         id="grid-not-passed-as-an-argument",
     ),
-    pytest.param(variant(COLSUM, ("BLOCK_M=256", "BLOCK_M=2048")), id="tile-too-large-for-registers"),
+    pytest.param(h.variant(COLSUM, ("BLOCK_M=256", "BLOCK_M=2048")), id="tile-too-large-for-registers"),
     pytest.param(
-        variant(COLSUM, ("        acc += x\n", "        if start > 0:\n            acc += x\n")),
+        h.variant(COLSUM, ("        acc += x\n", "        if start > 0:\n            acc += x\n")),
         id="a-branch",
     ),
     pytest.param(
-        variant(COLSUM, ("range(0, M, BLOCK_M)", "range(0, col + 1, BLOCK_M)")), id="loop-bound-per-program"
+        h.variant(COLSUM, ("range(0, M, BLOCK_M)", "range(0, col + 1, BLOCK_M)")), id="loop-bound-per-program"
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             (
                 "    acc = tl.zeros([BLOCK_M], dtype=tl.float32)\n",
@@ -138,7 +131,7 @@ NOOP = [
         id="accumulator-starting-from-a-block-load",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             (
                 "    tl.store(out_ptr + col, tl.sum(acc, axis=0))",
@@ -148,7 +141,7 @@ NOOP = [
         id="atomics",
     ),
     pytest.param(
-        variant(
+        h.variant(
             COLSUM,
             (
                 "@triton.jit\n",
@@ -177,7 +170,7 @@ def test_it_refuses_what_it_cannot_prove(before: str) -> None:
 
 def test_the_tile_width_follows_the_block_from_the_shape_cases() -> None:
     """A block computed in the wrapper is read from the shape cases: the largest decides."""
-    source = variant(
+    source = h.variant(
         COLSUM,
         (
             "        colsum_kernel[(N,)]",

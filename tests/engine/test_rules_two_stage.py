@@ -19,15 +19,8 @@ MEAN_BLOCK = h.source("whole_mean_block.py")
 MAX_LOOP = h.source("whole_max_loop.py")
 
 
-def variant(source: str, *pairs: tuple[str, str]) -> str:
-    for old, new in pairs:
-        assert old in source, old
-        source = source.replace(old, new)
-    return source
-
-
 # an L2 norm through locals after the loop, with a loop over block indices
-NORM_LOOP = variant(
+NORM_LOOP = h.variant(
     SUM_LOOP,
     ("return x.sum()", "return torch.linalg.vector_norm(x)"),
     (
@@ -95,7 +88,7 @@ NOOP = [
     pytest.param((h.SUITE / "19_mse_loss_fp32.py").read_text(), id="already-two-stages"),
     pytest.param(h.source("mean_atomic.py"), id="many-programs"),
     pytest.param(
-        variant(
+        h.variant(
             SUM_LOOP,
             (
                 "acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)",
@@ -105,23 +98,23 @@ NOOP = [
         id="accumulator-not-neutral",
     ),
     pytest.param(
-        variant(SUM_LOOP, ("acc += tl.load(", "acc = acc * tl.load(")), id="update-not-associative-here"
+        h.variant(SUM_LOOP, ("acc += tl.load(", "acc = acc * tl.load(")), id="update-not-associative-here"
     ),
     pytest.param(
-        variant(
+        h.variant(
             SUM_LOOP, ("tl.store(out_ptr, tl.sum(acc, axis=0))", "tl.store(out_ptr, tl.max(acc, axis=0))")
         ),
         id="finish-reduction-does-not-match-the-update",
     ),
     pytest.param(
-        variant(
+        h.variant(
             SUM_LOOP,
             ("tl.store(out_ptr, tl.sum(acc, axis=0))", "tl.store(out_ptr, tl.sum(acc, axis=0) / start)"),
         ),
         id="finish-reads-a-loop-local",
     ),
     pytest.param(
-        variant(
+        h.variant(
             SUM_LOOP,
             (
                 "        acc += tl.load(",
@@ -131,7 +124,7 @@ NOOP = [
         id="loop-stores",
     ),
     pytest.param(
-        variant(
+        h.variant(
             MEAN_BLOCK,
             (
                 "tl.atomic_add(out_ptr, tl.sum(x, axis=0) / n)",
@@ -140,8 +133,8 @@ NOOP = [
         ),
         id="two-reductions-in-one-block",
     ),
-    pytest.param(variant(MEAN_BLOCK, ("other=0.0)", "other=0.0) * BLOCK")), id="block-size-read-as-a-value"),
-    pytest.param(variant(SUM_LOOP, ("sum_kernel[(1,)]", "sum_kernel[(2,)]")), id="two-programs"),
+    pytest.param(h.variant(MEAN_BLOCK, ("other=0.0)", "other=0.0) * BLOCK")), id="block-size-read-as-a-value"),
+    pytest.param(h.variant(SUM_LOOP, ("sum_kernel[(1,)]", "sum_kernel[(2,)]")), id="two-programs"),
 ]
 
 

@@ -138,10 +138,9 @@ class _Tracer:
     ) -> str | None:
         outer = self.path
         self.path = outer | {taken}
-        try:
-            return self.body(stmts, env, cls, depth)
-        finally:
-            self.path = outer
+        returned = self.body(stmts, env, cls, depth)
+        self.path = outer
+        return returned
 
     def bind(
         self,

@@ -32,6 +32,14 @@ def source(name: str) -> str:
     return (HERE / name).read_text()
 
 
+def variant(source: str, *pairs: tuple[str, str]) -> str:
+    """`source` with each (old, new) replaced; each old must be there."""
+    for old, new in pairs:
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
 def parses(text: str) -> bool:
     try:
         ast.parse(text)

@@ -63,6 +63,7 @@ from diagnosis.engine.proposers.rules.structural import (
     sm_count,
 )
 from diagnosis.engine.proposers.rules.two_stage import accumulator_update
+from diagnosis.engine.tier1 import FEW_PROGRAMS
 
 PROGRAMS_PER_SM = 4
 # calls a dead local's value may hold: it computes and reads, nothing else
@@ -275,7 +276,7 @@ def _few_programs(launch: cu.Launch, kernel: cu.Kernel, inp: RuleInput) -> bool:
     """Tier 1 found the kernel launching fewer programs than the SMs on some case, or the shapes
     show a timed case launching fewer than half the SMs."""
     if any(
-        f.code == "T1-FEW-PROGRAMS" and f.kernel == kernel.name and f.severity.rank >= Severity.MEDIUM.rank
+        f.code == FEW_PROGRAMS.code and f.kernel == kernel.name and f.severity.rank >= Severity.MEDIUM.rank
         for f in inp.findings
     ):
         return True
