@@ -312,7 +312,7 @@ LIGER = [
         "x",
         """
         z = torch.sort(x, dim=-1, descending=True).values
-        k = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+        k = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype, device=x.device)
         support = 1 + k * z > z.cumsum(-1)
         k_z = support.sum(-1, keepdim=True)
         tau = (z.cumsum(-1).gather(-1, k_z - 1) - 1) / k_z.to(x.dtype)
