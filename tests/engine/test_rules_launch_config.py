@@ -301,6 +301,73 @@ def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
         assert r["configs"] >= 6
 
 
+STEP_KERNEL = '''@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0) * n
+    offs = tl.arange(0, BLOCK)
+    for start in range(0, n, BLOCK):
+        x = tl.load(x_ptr + row + start + offs, mask=start + offs < n, other=0.0)
+        tl.store(out_ptr + row + start + offs, 2 * x, mask=start + offs < n)
+
+
+'''
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        pytest.param("min(65536, triton.next_power_of_2(n))", id="clamped-next-power-of-two"),
+        pytest.param("max(512, triton.next_power_of_2(n) // 4)", id="quarter-row"),
+        pytest.param("pick_block(n)", id="from-a-helper"),
+    ],
+)
+def test_a_loop_step_the_wrapper_computes_is_tuned(block: str) -> None:
+    """Whatever the wrapper sizes a loop's step with, a masked walk covers the same elements
+    with any power of two: the step joins the autotune space, the launch stops passing it."""
+    before = HEADER + STEP_KERNEL + wrapper(f'''
+rows, n = x.shape
+block = {block}
+out = torch.empty_like(x)
+scale_kernel[(rows,)](x, out, n, BLOCK=block)
+return out, block
+''')
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert rw is not None
+    assert 'triton.Config({"BLOCK": 2048}, num_warps=4)' in rw.source
+    assert 'triton.Config({"BLOCK": 8192}, num_warps=8)' in rw.source
+    assert "scale_kernel[(rows,)](x, out, n, rows=rows)\n" in rw.source
+    assert f"block = {block}\n" in rw.source  # the wrapper still returns it
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        pytest.param(STEP_KERNEL.replace(", mask=start + offs < n, other=0.0", ""), id="unmasked-load"),
+        pytest.param(STEP_KERNEL.replace(", mask=start + offs < n)", ")"), id="unmasked-store"),
+    ],
+)
+def test_an_unmasked_loop_step_is_not_tuned(kernel: str) -> None:
+    """Without masks the wrapper's step may be what keeps the walk inside the row."""
+    before = HEADER + kernel + wrapper('''
+rows, n = x.shape
+out = torch.empty_like(x)
+scale_kernel[(rows,)](x, out, n, BLOCK=min(65536, triton.next_power_of_2(n)))
+return out
+''')
+    assert apply_family(Family.LAUNCH_CONFIG, before, h.rule_input()) is None
+
+
+def test_a_computed_loop_step_is_correct_for_every_config(tmp_path: Path) -> None:
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("group_stats.py"), h.rule_input())
+    assert rw is not None
+    assert "BLOCK=block" not in rw.source
+    path = tmp_path / "group_stats.py"
+    path.write_text(rw.source)
+    r = h.interp_check([path])[str(path)]
+    assert r["ok"], r["message"]
+    assert r["configs"] == 8
+
+
 def test_the_parents_own_config_stays_in_the_space() -> None:
     """The autotuner may then never pick something slower than the parent on any shape."""
     path = Path(__file__).resolve().parents[2] / "bench/suite/01_gemm_fp16.py"

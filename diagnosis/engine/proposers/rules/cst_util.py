@@ -466,6 +466,28 @@ def memory_params(kernel: Kernel) -> tuple[set[str], set[str]]:
     return loads, stores
 
 
+def loop_header(loop: cst.For, kernel: Kernel) -> tuple[str, str] | None:
+    """(bound parameter, block constexpr) of `range(0, n, BLOCK)` / `range(tl.cdiv(n, BLOCK))`."""
+    if not isinstance(loop.target, cst.Name) or loop.orelse is not None:
+        return None
+    it = loop.iter
+    if not is_call(it, "range", "tl.range") or any(a.keyword for a in it.args):
+        return None
+    args = [a.value for a in it.args]
+    bound = block = None
+    if len(args) == 3 and int_literal(args[0]) == 0:
+        bound, block = args[1], args[2]
+    elif len(args) in (1, 2) and (len(args) == 1 or int_literal(args[0]) == 0):
+        last = args[-1]
+        if is_call(last, "tl.cdiv") and len(last.args) == 2:
+            bound, block = last.args[0].value, last.args[1].value
+    if not (isinstance(bound, cst.Name) and isinstance(block, cst.Name)):
+        return None
+    if bound.value not in kernel.params or bound.value in kernel.constexprs or block.value not in kernel.constexprs:
+        return None
+    return bound.value, block.value
+
+
 def has_loops(kernel: Kernel) -> bool:
     return any(isinstance(n, (cst.For, cst.While)) for n in walk(kernel.node.body))
 

@@ -3,7 +3,9 @@
 Matches a `@triton.jit` kernel without `@triton.autotune` that is launched from exactly one
 place, where some constexpr arguments are int literals (`BLOCK_SIZE=1024`, or a local bound
 once to a literal), or where the block is `triton.next_power_of_2(...)` of the row (then only
-`num_warps` is tuned). It adds the autotune decorator (configs sized by the kernel's kind and
+`num_warps` is tuned), or where the block is a loop's step that the wrapper computes some other
+way (`min(MAX_FUSED_SIZE, triton.next_power_of_2(n))`) and every tile access of the kernel is
+masked (then the step is tuned over the streaming range 1024-8192). It adds the autotune decorator (configs sized by the kernel's kind and
 the shape cases, key = the size arguments), removes the tuned constexprs and
 `num_warps`/`num_stages` from the launch and turns the grid into `lambda meta: (...)` with
 the block constants replaced by `meta["NAME"]`.
@@ -56,6 +58,9 @@ GEMM_32BIT = (
 GEMM_SMALL = ((64, 64, 32, 4, 3), (64, 32, 32, 4, 3), (32, 64, 32, 4, 3), (32, 32, 32, 2, 3), (16, 16, 16, 1, 2))
 ROW_WARPS = (2, 4, 8, 16)
 MAX_CONFIGS = 8
+# where the tiled space starts for a block the kernel only steps a loop by, when the wrapper
+# computes it (`min(MAX_FUSED, triton.next_power_of_2(n))`): a streaming loop's usual range
+LOOP_BLOCK = 2048
 MAX_BLOCK = 16384
 
 # runtime scalars that are not sizes (left out of the autotune key)
@@ -177,6 +182,33 @@ def _tiled_configs(tuned: dict[str, int]) -> list[str]:
         warps = 4 if x * y <= 4096 else 8
         out.append(_config({a: x, b: y, **rest}, warps))
     return out[:MAX_CONFIGS]
+
+
+def _stepped_blocks(kernel: cu.Kernel) -> set[str]:
+    """Constexprs a loop of the kernel steps by (`for i in range(0, n, BLOCK)`), when every load
+    and store of a tile is masked: any power of two then walks the same elements."""
+    steps = {
+        h[1] for n in cu.walk(kernel.node.body) if isinstance(n, cst.For) and (h := cu.loop_header(n, kernel))
+    }
+    if not steps:
+        return set()
+    bindings = cu.Bindings(kernel.node)
+    for call in kernel.calls("tl.load", "tl.store"):
+        mask = cu.arg(call, "mask", 1 if cu.call_name(call, kernel.names) == "tl.load" else 2)
+        pointer = cu.arg(call, "pointer", 0)
+        if mask is None and (pointer is None or _tile(pointer, bindings, kernel)):
+            return set()
+    return steps
+
+
+def _tile(node: cst.BaseExpression, bindings: cu.Bindings, kernel: cu.Kernel) -> bool:
+    """Does `node` read a block: a `tl.arange`, or a constexpr that sizes one?"""
+    blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
+    return any(
+        cu.is_call(n, "tl.arange", names=kernel.names) or (isinstance(n, cst.Name) and n.value in blocks)
+        for part in cu.closure(node, bindings, set())
+        for n in cu.walk(part)
+    )
 
 
 def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dict[str, int]) -> int | None:
@@ -573,6 +605,14 @@ def _plan(
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
     blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
     tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
+    # a loop step the wrapper computes (not a literal, not the row's next power of two) is
+    # tuned from the streaming range: the kernel walks the same elements with any of them
+    bound = launch.bound_args(kernel)
+    for c in sorted(_stepped_blocks(kernel) & blocks - set(tuned) - rowwise):
+        if c in bound and c not in kernel.supplied:
+            tuned[c] = LOOP_BLOCK
+            if isinstance(bound[c].value, cst.Name):
+                names[bound[c].value.value] = c
     key = _key(kernel, launch, values) or _constexpr_sizes(kernel, launch, values, blocks)
     if not key:
         return None

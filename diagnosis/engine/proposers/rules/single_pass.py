@@ -37,28 +37,6 @@ LIMIT_32BIT = 16384  # elements per row held in one block (registers: 32 per thr
 LIMIT_16BIT = 32768
 
 
-def _loop_header(loop: cst.For, kernel: cu.Kernel) -> tuple[str, str] | None:
-    """(bound parameter, block constexpr) of `range(0, n, BLOCK)` / `range(tl.cdiv(n, BLOCK))`."""
-    if not isinstance(loop.target, cst.Name) or loop.orelse is not None:
-        return None
-    it = loop.iter
-    if not cu.is_call(it, "range", "tl.range") or any(a.keyword for a in it.args):
-        return None
-    args = [a.value for a in it.args]
-    bound = block = None
-    if len(args) == 3 and cu.int_literal(args[0]) == 0:
-        bound, block = args[1], args[2]
-    elif len(args) in (1, 2) and (len(args) == 1 or cu.int_literal(args[0]) == 0):
-        last = args[-1]
-        if cu.is_call(last, "tl.cdiv") and len(last.args) == 2:
-            bound, block = last.args[0].value, last.args[1].value
-    if not (isinstance(bound, cst.Name) and isinstance(block, cst.Name)):
-        return None
-    if bound.value not in kernel.params or bound.value in kernel.constexprs or block.value not in kernel.constexprs:
-        return None
-    return bound.value, block.value
-
-
 def _escapes(loop: cst.For) -> bool:
     return any(isinstance(n, (cst.Break, cst.Continue, cst.Return)) for n in cu.walk(loop.body))
 
@@ -120,7 +98,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken_mo
     headers = {}
     for st in body:
         if isinstance(st, cst.For):
-            h = _loop_header(st, kernel)
+            h = cu.loop_header(st, kernel)
             if h is not None:
                 headers.setdefault(h, []).append(st)
     if len(headers) != 1:
@@ -137,7 +115,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken_mo
     # every loop with this header must be a top-level one
     nested = [
         n for n in cu.walk(kernel.node.body)
-        if isinstance(n, cst.For) and n not in loops and _loop_header(n, kernel) == (bound, block)
+        if isinstance(n, cst.For) and n not in loops and cu.loop_header(n, kernel) == (bound, block)
     ]
     if nested or bound in cu.Bindings(kernel.node).by_name:
         return None
