@@ -368,6 +368,19 @@ def test_a_computed_loop_step_is_correct_for_every_config(tmp_path: Path) -> Non
     assert r["configs"] == 8
 
 
+def test_one_axis_of_a_2d_tile_also_gets_smaller_tiles_on_fewer_warps() -> None:
+    """fla's chunk mean tiles [BT, BD] with BT fixed by the chunk: halving and quartering BD on
+    two warps makes more programs of less work, which a 1-D loop's block does not get."""
+    rw = apply_family(Family.LAUNCH_CONFIG, st.source("chunk_mean_fla.py"), h.rule_input())
+    assert rw is not None
+    for config in ('{"BD": 32}, num_warps=2', '{"BD": 16}, num_warps=2', '{"BD": 16}, num_warps=4',
+                   '{"BD": 64}, num_warps=8', '{"BD": 128}, num_warps=8'):  # fmt: skip
+        assert config in rw.source
+    assert '"BD": 8}' not in rw.source  # below 16 lanes of a row
+    loops = apply_family(Family.LAUNCH_CONFIG, h.source("softmax_loops.py"), h.rule_input())
+    assert loops is not None and "num_warps=2" not in loops.source
+
+
 def test_the_parents_own_config_stays_in_the_space() -> None:
     """The autotuner may then never pick something slower than the parent on any shape."""
     path = Path(__file__).resolve().parents[2] / "bench/suite/01_gemm_fp16.py"

@@ -159,7 +159,7 @@ def _gemm_configs(plan: Plan, inp: RuleInput, values: list[dict[str, Any]], sour
     ]
 
 
-def _tiled_configs(tuned: dict[str, int]) -> list[str]:
+def _tiled_configs(tuned: dict[str, int], tile_axes: set[str] = frozenset()) -> list[str]:
     names = list(tuned)
     if len(names) == 1:
         (name,) = names
@@ -169,7 +169,14 @@ def _tiled_configs(tuned: dict[str, int]) -> list[str]:
             if 16 <= b <= MAX_BLOCK:
                 for w in (4, 8):
                     out.append(_config({name: b}, w))
-        return out[:MAX_CONFIGS]
+        if name not in tile_axes:
+            return out[:MAX_CONFIGS]
+        # one axis of a 2-D tile whose other axes stay fixed: the converted block is as likely
+        # too big as too small, and smaller tiles on fewer warps make more programs of less work
+        for b, w in ((v, 2), (v // 2, 2), (v // 4, 2), (v // 4, 4)):
+            if 16 <= b:
+                out.append(_config({name: b}, w))
+        return out[: MAX_CONFIGS + 4]
     a, b = names[0], names[1]
     va, vb = tuned[a], tuned[b]
     rest = {n: tuned[n] for n in names[2:]}
@@ -199,6 +206,22 @@ def _stepped_blocks(kernel: cu.Kernel) -> set[str]:
         if mask is None and (pointer is None or _tile(pointer, bindings, kernel)):
             return set()
     return steps
+
+
+def _tile_axes(kernel: cu.Kernel) -> set[str]:
+    """Constexprs that size one axis of a tile of two or more (`offs[:, None]` of an arange)."""
+    bindings = cu.Bindings(kernel.node)
+    out: set[str] = set()
+    for n in cu.walk(kernel.node.body):
+        if not isinstance(n, cst.Subscript) or not any(
+            isinstance(e.slice, cst.Index) and cu.code(e.slice.value) == "None" for e in n.slice
+        ):
+            continue
+        for part in cu.closure(n.value, bindings, set()):
+            for c in cu.walk(part):
+                if cu.is_call(c, "tl.arange", names=kernel.names) and c.args:
+                    out.add(cu.code(c.args[-1].value))
+    return out & set(kernel.constexprs)
 
 
 def _tile(node: cst.BaseExpression, bindings: cu.Bindings, kernel: cu.Kernel) -> bool:
@@ -643,7 +666,7 @@ def _plan(
         configs = [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
     else:
         plan.kind = "tiled"
-        configs = _tiled_configs(tuned)
+        configs = _tiled_configs(tuned, _tile_axes(kernel))
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run.
