@@ -182,14 +182,6 @@ return out
     ),
     pytest.param(h.source("mean_atomic.py"), id="atomics-would-accumulate-while-benchmarking"),
     pytest.param(
-        HEADER + ELEMENTWISE_KERNEL.replace("out_ptr + offs", "x_ptr + offs", 1) + wrapper('''
-n = x.numel()
-copy_kernel[(triton.cdiv(n, 1024),)](x, x, n, BLOCK_SIZE=1024)
-return x
-'''),
-        id="in-place-kernel",
-    ),
-    pytest.param(
         HEADER + ELEMENTWISE_KERNEL + wrapper('''
 n = x.numel()
 BLOCK = 1024
@@ -379,6 +371,42 @@ def test_one_axis_of_a_2d_tile_also_gets_smaller_tiles_on_fewer_warps() -> None:
     assert '"BD": 8}' not in rw.source  # below 16 lanes of a row
     loops = apply_family(Family.LAUNCH_CONFIG, h.source("softmax_loops.py"), h.rule_input())
     assert loops is not None and "num_warps=2" not in loops.source
+
+
+SCALE_KERNEL = ELEMENTWISE_KERNEL.replace("tl.load(x_ptr + offs, mask=offs < n)", "2 * tl.load(x_ptr + offs, mask=offs < n)")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "launch", "restored"),
+    [
+        pytest.param(SCALE_KERNEL.replace("out_ptr + offs", "x_ptr + offs", 1), "(x, x, n, BLOCK_SIZE=1024)",
+                     'restore_value=["x_ptr"]', id="kernel-stores-what-it-loads"),
+        pytest.param(SCALE_KERNEL, "(x, x, n, BLOCK_SIZE=1024)", 'restore_value=["out_ptr"]',
+                     id="launch-passes-one-tensor-twice"),
+    ],
+)  # fmt: skip
+def test_an_in_place_launch_is_restored_after_each_benchmarking_run(kernel: str, launch: str, restored: str) -> None:
+    """Doubling x in place once per config the autotuner times would hand back x times 2**k:
+    the autotuner restores what the kernel writes and the launch also reads."""
+    before = HEADER + kernel + wrapper(f"""
+n = x.numel()
+copy_kernel[(triton.cdiv(n, 1024),)]{launch}
+return x
+""")
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert rw is not None
+    assert f'    key=["n"],\n    {restored},\n)\n@triton.jit' in rw.source
+
+
+def test_an_out_of_place_launch_restores_nothing() -> None:
+    before = HEADER + SCALE_KERNEL + wrapper("""
+n = x.numel()
+out = torch.empty_like(x)
+copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)
+return out
+""")
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert rw is not None and "restore_value" not in rw.source
 
 
 def test_the_parents_own_config_stays_in_the_space() -> None:

@@ -14,8 +14,10 @@ Correct by construction when: the kernel is written for any power-of-two block (
 grid's only dependence on the block is through the constants it rewrites (every axis whose
 program id the kernel multiplies by a tuned block must mention it), no other launch argument
 depends on the block (e.g. a partial-sum buffer or a count of programs), and running the
-kernel several times is harmless (no atomics, no parameter both loaded and stored), because
-the autotuner runs every config while benchmarking.
+kernel several times is harmless, because the autotuner runs every config while benchmarking:
+no atomics, and a tensor the kernel both reads and writes (one parameter loaded and stored, or
+one wrapper expression passed for a loaded and a stored parameter) is named in the autotuner's
+`restore_value`, which puts it back after every benchmarking run.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ class Plan:
     positional_kept: int = 0  # positional arguments the launch keeps (key arguments go after them)
     dropped: set[int] = field(default_factory=set)  # ids of the launch arguments that go
     keywords: dict[int, str] = field(default_factory=dict)  # positional arguments passed by keyword now
+    # parameters the kernel writes that a launch may also read (the same parameter, or the same
+    # wrapper expression passed for a loaded one): the autotuner restores them after each
+    # benchmarking run, so every config starts from the data the launch passed
+    restore: list[str] = field(default_factory=list)
 
 
 def _pow2(v: int) -> bool:
@@ -619,8 +625,8 @@ def _plan(
     if kernel.atomics:
         return None  # the autotuner re-runs the kernel: atomics would accumulate
     loads, stores = cu.memory_params(kernel)
-    if loads & stores or "?" in stores:
-        return None  # in place: benchmarking runs would read their own output
+    if "?" in stores or ("?" in loads and stores):
+        return None  # a write, or a read, whose tensor cannot be told: it may alias anything
     bindings = cu.Bindings(launch.function)
     values = cu.launch_values(launch, kernel, inp.context.cases)
     tuned, names, rowwise = _literal_bindings(launch, kernel, bindings, values)
@@ -640,6 +646,10 @@ def _plan(
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
+    # in place (a tensor loaded and stored): benchmarking runs would read their own output
+    passed = {p: cu.code(a.value) for p, a in bound.items()}
+    read = {passed[p] for p in loads if p in passed}
+    plan.restore = sorted(p for p in stores if p in loads or passed.get(p) in read)
     # the launch loses the tuned constexprs (by position or keyword) and the launch options;
     # positional arguments after a dropped one are passed by keyword so they bind as before
     plan.dropped, plan.keywords = cu.unbind_args(launch, kernel, set(tuned))
@@ -760,8 +770,6 @@ def _dispatch_statement(plan: Plan, tree: cst.Module, dropped: set[int], added: 
 
 def _tuned_definition(plan: Plan, tree: cst.Module) -> list[cst.BaseStatement]:
     """The module-level limit and autotuned handle that follow a dispatched kernel."""
-    configs = "".join(f"        {c},\n" for c in plan.configs)
-    keys = ", ".join(f'"{k}"' for k in plan.key)
     assert plan.fixed_up_to is not None
     unit = "bytes of its tensor arguments" if plan.size_unit == "bytes" else plan.size_unit
     comment = (
@@ -771,10 +779,7 @@ def _tuned_definition(plan: Plan, tree: cst.Module) -> list[cst.BaseStatement]:
         "# work on every call would outlast what a better tile could save.\n"
     )
     limit = cu.stmt(f"\n\n{comment}{limit_name(plan)} = {plan.fixed_up_to:_}\n")
-    tuned = cu.stmt(
-        f"{plan.tuned_name} = triton.autotune(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n)"
-        f"({plan.kernel.name})\n"
-    )
+    tuned = cu.stmt(f"{plan.tuned_name} = triton.autotune{_autotune_args(plan)}({plan.kernel.name})\n")
     return [limit, tuned]
 
 
@@ -823,10 +828,17 @@ class _Apply(cst.CSTTransformer):
         return new
 
 
-def _decorator(plan: Plan) -> cst.Decorator:
+def _autotune_args(plan: Plan) -> str:
     configs = "".join(f"        {c},\n" for c in plan.configs)
     keys = ", ".join(f'"{k}"' for k in plan.key)
-    return cu.make_decorator(f"triton.autotune(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n)")
+    restore = ", ".join(f'"{p}"' for p in plan.restore)
+    return f"(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n" + (
+        f"    restore_value=[{restore}],\n)" if plan.restore else ")"
+    )
+
+
+def _decorator(plan: Plan) -> cst.Decorator:
+    return cu.make_decorator(f"triton.autotune{_autotune_args(plan)}")
 
 
 @transform(Family.LAUNCH_CONFIG)
