@@ -37,9 +37,11 @@ Imports only the standard library at module level; torch when a tensor is writte
 from __future__ import annotations
 
 import builtins
+import errno
 import json
 import math
 import os
+import resource
 import struct
 import sys
 from collections.abc import Sequence
@@ -239,12 +241,22 @@ def write(
     header = _dumps({"byteorder": "little", "value": root, "tensors": writer.tensors}).encode()
     tmp = path + ".part"
     fd = _os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    chunks = [_memoryview(c).cast("B") for c in (MAGIC, struct.pack("<Q", _len(header)), header, *writer.chunks)]
     total = 0
     try:
-        for chunk in (MAGIC, struct.pack("<Q", _len(header)), header, *writer.chunks):
-            view = _memoryview(chunk).cast("B")
+        for view in chunks:
             while view:
-                n = _os_write(fd, view)
+                try:
+                    n = _os_write(fd, view)
+                except OSError as exc:
+                    if exc.errno != errno.EFBIG:
+                        raise
+                    size = sum(v.nbytes for v in chunks)
+                    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+                    raise BadTensorData(
+                        f"{os.path.basename(path)} needs {size:,} bytes, over this job's file size limit of "
+                        f"{limit:,} bytes (RLIMIT_FSIZE): make the case's tensors smaller"
+                    ) from exc
                 total += n
                 view = view[n:]
     finally:

@@ -160,7 +160,9 @@ class Limits:
     # starts a thread per core, so a 128-core node needs more than a laptop
     pids: int = max(1024, 8 * (os.cpu_count() or 1))
     nofile: int = 1024
-    fsize_bytes: int = 1 * GiB
+    # one file: the gate's hand-off holds a case's inputs or outputs, which may be as large as
+    # the tensors the job holds in memory (a 128k-token bf16 embedding table is 1.05 GB)
+    fsize_bytes: int = 8 * GiB
     stdout_bytes: int = 64 * MiB
     stderr_bytes: int = 64 * 1024  # the tail kept
     quick_s: float = 40.0  # the module's import and each get_inputs()-style call (see the docstring)
@@ -183,7 +185,9 @@ class Limits:
         if device == "cpu":
             base = cls(wall_s=cpu_wall)
         else:
-            base = cls(wall_s=device_wall, memory_bytes=cls.DEVICE_MEMORY_BYTES)
+            base = cls(
+                wall_s=device_wall, memory_bytes=cls.DEVICE_MEMORY_BYTES, fsize_bytes=cls.DEVICE_MEMORY_BYTES
+            )
         return replace(base, **overrides) if overrides else base  # type: ignore[arg-type]
 
     @property

@@ -9,6 +9,8 @@ import math
 import os
 import stat
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,6 +172,26 @@ def test_the_reader_refuses_a_file_over_its_cap(tmp_path: Path) -> None:
     assert tensordata.read(path, max_bytes=5000).shape == (1000,)
     with pytest.raises(BadTensorData):
         tensordata.read(path, max_bytes=3000)
+
+
+def test_the_writer_names_the_file_size_limit_it_ran_into(tmp_path: Path) -> None:
+    """Past RLIMIT_FSIZE the kernel refuses the write (EFBIG, Python ignores SIGXFSZ): the
+    error says how big the file had to be and what the limit is, not just "File too large"."""
+    script = (
+        "import resource, sys, torch\n"
+        "from runner import tensordata\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+        "try:\n"
+        "    tensordata.write(sys.argv[1], torch.zeros(1 << 19))\n"
+        "except tensordata.BadTensorData as exc:\n"
+        "    print(exc)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "in.kot")], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    assert "in.kot needs 2,097," in out
+    assert "over this job's file size limit of 1,048,576 bytes (RLIMIT_FSIZE)" in out
 
 
 # ---------------------------------------------------------------- derived odd-shaped cases

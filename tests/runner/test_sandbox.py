@@ -276,6 +276,9 @@ def test_limits_have_defaults_per_job_and_device() -> None:
     assert Limits.for_job("verify", "cpu").memory_bytes == 8 * GiB
     assert Limits.for_job("verify", "cuda").memory_bytes == Limits.DEVICE_MEMORY_BYTES
     assert Limits.for_job("verify", "cpu").quick_s < 60
+    # one hand-off file may hold as much as the job holds in memory (a 1.05 GB embedding table)
+    assert Limits.for_job("verify", "cpu").fsize_bytes == 8 * GiB
+    assert Limits.for_job("verify", "cuda").fsize_bytes == Limits.DEVICE_MEMORY_BYTES
 
 
 def test_the_child_interpreter_is_configurable_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
