@@ -5,10 +5,10 @@ place, where some constexpr arguments are int literals (`BLOCK_SIZE=1024`, or a 
 once to a literal), or where the block is `triton.next_power_of_2(...)` of the row (then only
 `num_warps` is tuned), or where the block is a loop's step that the wrapper computes some other
 way (`min(MAX_FUSED_SIZE, triton.next_power_of_2(n))`) and every tile access of the kernel is
-masked (then the step is tuned over the streaming range 1024-8192). It adds the autotune decorator (configs sized by the kernel's kind and
-the shape cases, key = the size arguments), removes the tuned constexprs and
-`num_warps`/`num_stages` from the launch and turns the grid into `lambda meta: (...)` with
-the block constants replaced by `meta["NAME"]`.
+masked (then the step is tuned over the streaming range 1024-8192). It adds the autotune
+decorator (configs sized by the kernel's kind and the shape cases, key = the size arguments),
+removes the tuned constexprs and `num_warps`/`num_stages` from the launch and turns the grid
+into `lambda meta: (...)` with the block constants replaced by `meta["NAME"]`.
 
 Correct by construction when: the kernel is written for any power-of-two block (masked), the
 grid's only dependence on the block is through the constants it rewrites (every axis whose
@@ -679,7 +679,8 @@ def _plan(
         configs = _tiled_configs(tuned, _tile_axes(kernel))
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
-    # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run.
+    # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run. (A loop
+    # step the wrapper computed has no one value to keep: the space starts at LOOP_BLOCK.)
     consts = cu.module_ints(tree)
     own = _config(
         tuned,
