@@ -8,7 +8,9 @@ every case, timed against its parent in the same process) and, when it is faster
 noise floor and not suspect, becomes the parent of the next round. A round whose evidence
 explains nothing, or whose families have no applicable rewrite, is inconclusive: the
 proposer is not asked to guess. Families that failed or gave no gain on a source are not
-tried again on that source (the proposer gets that history).
+tried again on that source (the proposer gets that history), unless the proposer says what is
+left of them (`FamilyPolicy`): the rules keep a family open while one of its transforms has not
+been rejected there, so an autotune that brought no gain leaves LAUNCH_CONFIG's split loop.
 
 Three refinements keep rounds evidence-backed without giving up early:
 
@@ -1024,6 +1026,7 @@ def _history(
         findings=tuple(cand.findings_addressed) if cand is not None else (),
         speedup=speedup,
         reason=reason,
+        transform=cand.transform if cand is not None else "",
     )
 
 

@@ -533,6 +533,8 @@ def proposal_json(p: Candidate | None, *, sources: bool = False) -> JSON | None:
         out["mechanism"] = p.mechanism
     if p.expected:
         out["expected"] = p.expected
+    if p.transform:
+        out["transform"] = p.transform
     if sources:
         out["source"] = p.source
     return out
@@ -552,6 +554,7 @@ def proposal_from_json(d: Mapping[str, Any] | None) -> Candidate | None:
         tokens=int(d.get("tokens") or 0),
         mechanism=str(d.get("mechanism") or ""),
         expected=str(d.get("expected") or ""),
+        transform=str(d.get("transform") or ""),
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ from diagnosis.engine.executor import (
 from diagnosis.engine.ir import CompileResult
 from diagnosis.engine.loop import reference_changes, run_loop
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, ProfileCase, ProfileResult
-from diagnosis.engine.proposers.base import Candidate, ProposalContext, unified_diff
+from diagnosis.engine.proposers.base import Candidate, ProposalContext, RoundHistory, unified_diff
+from diagnosis.engine.proposers.rules import excluded_families, failed_transforms
 from diagnosis.engine.records import (
     CandidateOutcome,
     DecisionRecord,
@@ -388,6 +389,51 @@ def test_it_never_retries_a_family_that_failed_or_gave_no_gain_on_the_same_sourc
     # the proposer was told what failed on this source
     assert proposer.contexts[1].failed_families() == {Family.LAUNCH_CONFIG}
     assert not result.improved and result.speedup_over_initial == pytest.approx(1.0)
+
+
+class TwoTransforms(ScriptedProposer):
+    """LAUNCH_CONFIG with two transforms, as the rules have it: an autotune that does not help
+    (1.0x), then a split that halves the time; the rules' family policy decides what is left."""
+
+    def excluded_families(self, history: Sequence[RoundHistory]) -> set[Family]:
+        return excluded_families(history)
+
+    def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:
+        self.contexts.append(context)
+        failed = failed_transforms(context.history).get(Family.LAUNCH_CONFIG, set())
+        left = [(n, f) for n, f in (("autotune_launch_config", 1.0), ("split_long_loop", 0.5)) if n not in failed]
+        if not left:
+            return []
+        name, factor = left[0]
+        new = with_ms(source, round(fake_ms(source) * factor, 6), f"\n# {name} in round {context.round_index}\n")
+        return [Candidate(new, unified_diff(source, new), Family.LAUNCH_CONFIG, name, (LC.code,), "rules",
+                          transform=name)]  # fmt: skip
+
+
+def test_a_family_whose_first_transform_brought_no_gain_tries_its_next(scripted_tiers) -> None:
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+    result = run(module(2.0), TwoTransforms({}), round_budget=2)
+
+    assert [(str(r.verdict), r.proposal.transform) for r in result.rounds] == [
+        ("no-gain", "autotune_launch_config"),
+        ("improved", "split_long_loop"),
+    ]
+    assert result.rounds[1].parent_sha256 == result.rounds[0].parent_sha256  # the same version
+    assert fake_ms(result.best_source) == pytest.approx(1.0)
+
+
+def test_a_family_with_nothing_left_ends_the_version(scripted_tiers) -> None:
+    """Both transforms rejected on one version: the third round finds the family ruled out."""
+    scripted_tiers({Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code))})
+
+    class Neither(TwoTransforms):
+        def propose(self, source, findings, context):
+            return [replace(c, source=with_ms(c.source, fake_ms(source)), diff="") for c in super().propose(
+                source, findings, context)]  # fmt: skip
+
+    result = run(module(2.0), Neither({}), round_budget=4)
+    assert [str(r.verdict) for r in result.rounds] == ["no-gain", "no-gain", "inconclusive"]
+    assert result.stop_reason is StopReason.NOTHING_LEFT
 
 
 def test_a_new_parent_starts_with_a_clean_history(scripted_tiers) -> None:

@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 
 from diagnosis.engine.evidence import Family, Finding, Severity
-from diagnosis.engine.proposers.base import CaseShape, ProposalContext
-from diagnosis.engine.proposers.rules import Rewrite, RuleInput, apply_family
+from diagnosis.engine.proposers.base import CaseShape, ProposalContext, RoundHistory
+from diagnosis.engine.proposers.rules import (
+    Rewrite,
+    RuleInput,
+    RulesProposer,
+    apply_family,
+    excluded_families,
+)
 from diagnosis.engine.proposers.rules.split_loop import split_long_loop
 from diagnosis.engine.tier1 import FEW_PROGRAMS
+from diagnosis.engine.verdict import Verdict
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import review
 from tests.engine.rules_cases import styles as st
@@ -311,3 +318,48 @@ def test_tier_1s_few_programs_lead_the_proposer_to_the_split() -> None:
     )
     assert [c.family for c in cands] == [Family.LAUNCH_CONFIG]
     assert "def colsum_kernel_partials(" in cands[0].source and "T1-FEW-PROGRAMS" in cands[0].rationale
+
+
+# --- exploration inside the family: an autotune that did not help leaves the split ----------
+
+
+def _lc_round(transform: str, verdict: Verdict = Verdict.NO_GAIN) -> RoundHistory:
+    return RoundHistory(index=1, family=Family.LAUNCH_CONFIG, verdict=verdict, proposer="rules", transform=transform)
+
+
+def test_the_first_launch_config_rewrite_of_few_colsum_is_the_autotune() -> None:
+    context = ProposalContext(cases=CASES, max_candidates=1)
+    [cand] = RulesProposer(max_candidates=1).propose(COLSUM, [few_programs("colsum_kernel")], context)
+    assert cand.family is Family.LAUNCH_CONFIG and cand.transform == "autotune_launch_config"
+    assert "colsum_kernel_partials" not in cand.source
+
+
+def test_after_the_autotune_brought_no_gain_the_family_proposes_its_split() -> None:
+    """The history of the version names the transform that failed: the family stays open and
+    its next transform is the candidate."""
+    history = (_lc_round("autotune_launch_config"),)
+    assert Family.LAUNCH_CONFIG not in excluded_families(history)
+    context = ProposalContext(cases=CASES, history=history, round_index=1, max_candidates=1)
+    [cand] = RulesProposer(max_candidates=1).propose(COLSUM, [few_programs("colsum_kernel")], context)
+    assert cand.transform == "split_long_loop"
+    assert "def colsum_kernel_partials(" in cand.source
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        pytest.param((_lc_round("autotune_launch_config"), _lc_round("split_long_loop", Verdict.FAILED)),
+                     id="every-transform-failed"),
+        pytest.param((_lc_round(""),), id="a-proposal-that-named-no-transform"),
+        pytest.param((_lc_round("grouped_program_order+autotune_launch_config"), _lc_round("split_long_loop")),
+                     id="a-composition-counts-for-both"),
+    ],
+)  # fmt: skip
+def test_a_family_is_ruled_out_once_nothing_of_it_is_left(history: tuple[RoundHistory, ...]) -> None:
+    assert Family.LAUNCH_CONFIG in excluded_families(history)
+    context = ProposalContext(cases=CASES, history=history, round_index=2, max_candidates=1)
+    assert RulesProposer(max_candidates=1).propose(COLSUM, [few_programs("colsum_kernel")], context) == []
+
+
+def test_a_win_does_not_rule_its_family_out() -> None:
+    assert excluded_families((_lc_round("autotune_launch_config", Verdict.IMPROVED),)) == set()

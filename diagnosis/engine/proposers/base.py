@@ -39,6 +39,9 @@ class Candidate:
     mechanism: str = ""  # what the rewrite changes
     expected: str = ""  # what should get faster and why, with the expected size
     usage: LLMUsage | None = None  # what the LLM requests behind it cost (tokens, latency, price)
+    # the rules' transforms that wrote it, "+"-joined for a composition ("" for an LLM): a
+    # family whose transform failed keeps its other transforms open (RulesProposer)
+    transform: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class RoundHistory:
     findings: tuple[str, ...] = ()  # finding codes the proposal addressed
     speedup: float | None = None  # vs its parent, when it was timed
     reason: str = ""  # failure reason, when it failed
+    transform: str = ""  # the rules' transforms behind its proposal (Candidate.transform)
 
 
 @dataclass(frozen=True)

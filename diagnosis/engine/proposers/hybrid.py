@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.proposers.base import (
     Candidate,
+    FamilyPolicy,
     ProposalContext,
     Proposer,
     RoundHistory,
@@ -60,6 +61,8 @@ class HybridProposer:
         if self.stalled(history):
             # the rules are done here: only what the LLM itself failed on is ruled out
             return rejected_families(history, by={self.llm.name})
+        if isinstance(self.rules, FamilyPolicy):
+            return self.rules.excluded_families(history)
         return rejected_families(history)
 
     def propose(self, source: str, findings: list[Finding], context: ProposalContext) -> list[Candidate]:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 
 from diagnosis.engine.evidence import Family, Finding
-from diagnosis.engine.proposers.base import Candidate, ProposalContext, unified_diff
+from diagnosis.engine.proposers.base import Candidate, ProposalContext, RoundHistory, unified_diff
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Rewrite:
     kernels: tuple[str, ...]  # the kernels it changed
     mechanism: str  # what changed, in a sentence or two
     effect: str  # what should get faster and why, honest about the expected size
+    transform: str = ""  # the registered transform that wrote it (apply_family fills it in)
 
 
 Transform = Callable[[str, RuleInput], Rewrite | None]
@@ -70,13 +71,37 @@ def registered_families() -> list[Family]:
     return list(_REGISTRY)
 
 
-def apply_family(family: Family, source: str, inp: RuleInput) -> Rewrite | None:
-    """The first transform of `family` that applies to `source` and yields a valid module."""
+def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[str] = ()) -> Rewrite | None:
+    """The first transform of `family` (but those named in `skip`) that applies to `source`
+    and yields a valid module."""
     for fn in transforms_for(family):
+        if fn.__name__ in skip:
+            continue
         rw = fn(source, inp)
         if rw is not None and rw.source != source and _parses(rw.source):
-            return rw
+            return replace(rw, transform=fn.__name__)
     return None
+
+
+def failed_transforms(history: Sequence[RoundHistory]) -> dict[Family, set[str]]:
+    """Family -> the transforms of its rejected proposals ("" where a proposal named none: an
+    LLM's, a counterfactual's, or one recorded before transforms were)."""
+    out: dict[Family, set[str]] = {}
+    for h in history:
+        if h.family is not None and h.verdict.rejected:
+            out.setdefault(h.family, set()).update(h.transform.split("+") if h.transform else {""})
+    return out
+
+
+def excluded_families(history: Sequence[RoundHistory]) -> set[Family]:
+    """Families ruled out on a version: every transform of the family failed there, or one of
+    its proposals that named no transform did. A family whose first transform brought no gain
+    keeps its others open (an autotune that did not help leaves LAUNCH_CONFIG's split loop)."""
+    return {
+        fam
+        for fam, failed in failed_transforms(history).items()
+        if "" in failed or {fn.__name__ for fn in transforms_for(fam)} <= failed
+    }
 
 
 def _parses(source: str) -> bool:
@@ -121,7 +146,8 @@ class RulesProposer:
             fam = _family(f)
             if fam in _REGISTRY:
                 by_family.setdefault(fam, []).append(f)
-        skip = context.failed_families()
+        skip = excluded_families(context.history)
+        tried = failed_transforms(context.history)
         # the family of the first finding leads (the round loop puts its hypothesis first),
         # then by severity and estimated gain
         lead = next((fam for f in findings if (fam := _family(f)) in by_family), None)
@@ -134,12 +160,12 @@ class RulesProposer:
         for first, second in COMPOSITIONS:
             if first in families and second in families:
                 fs = by_family[first] + by_family[second]
-                composed = self._compose(source, first, second, fs, context)
+                composed = self._compose(source, first, second, fs, context, tried)
                 if composed is not None:
                     rewrites.append(([first, second], composed, fs))
         for fam in families:
             fs = by_family[fam]
-            rw = apply_family(fam, source, RuleInput(tuple(fs), context, _kernels(fs)))
+            rw = apply_family(fam, source, RuleInput(tuple(fs), context, _kernels(fs)), tried.get(fam, ()))
             if rw is not None:
                 rewrites.append(([fam], rw, fs))
 
@@ -161,18 +187,28 @@ class RulesProposer:
                     proposer=self.name,
                     mechanism=rw.mechanism,
                     expected=rw.effect,
+                    transform=rw.transform,
                 )
             )
         return out
 
+    def excluded_families(self, history: Sequence[RoundHistory]) -> set[Family]:
+        return excluded_families(history)
+
     def _compose(
-        self, source: str, first: Family, second: Family, findings: list[Finding], context: ProposalContext
+        self,
+        source: str,
+        first: Family,
+        second: Family,
+        findings: list[Finding],
+        context: ProposalContext,
+        tried: dict[Family, set[str]],
     ) -> Rewrite | None:
         kernels = _kernels(findings)
-        a = apply_family(first, source, RuleInput(tuple(findings), context, kernels))
+        a = apply_family(first, source, RuleInput(tuple(findings), context, kernels), tried.get(first, ()))
         if a is None:
             return None
-        b = apply_family(second, a.source, RuleInput(tuple(findings), context, kernels))
+        b = apply_family(second, a.source, RuleInput(tuple(findings), context, kernels), tried.get(second, ()))
         if b is None or not set(a.kernels) & set(b.kernels):
             return None
         return Rewrite(
@@ -181,6 +217,7 @@ class RulesProposer:
             kernels=tuple(dict.fromkeys(a.kernels + b.kernels)),
             mechanism=f"{a.mechanism} Then: {b.mechanism}",
             effect=f"{a.effect} {b.effect}",
+            transform=f"{a.transform}+{b.transform}",
         )
 
 
@@ -225,6 +262,8 @@ __all__ = [
     "RulesProposer",
     "Transform",
     "apply_family",
+    "excluded_families",
+    "failed_transforms",
     "registered_families",
     "transform",
     "transforms_for",
