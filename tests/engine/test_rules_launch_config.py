@@ -39,6 +39,21 @@ def row_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: tl.constexpr):
 TWO_KERNELS = ELEMENTWISE_KERNEL + ELEMENTWISE_KERNEL.replace("copy_kernel", "copy2_kernel")
 
 
+STEP_KERNEL = '''@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0) * n
+    offs = tl.arange(0, BLOCK)
+    for start in range(0, n, BLOCK):
+        x = tl.load(x_ptr + row + start + offs, mask=start + offs < n, other=0.0)
+        tl.store(out_ptr + row + start + offs, 2 * x, mask=start + offs < n)
+
+
+'''
+
+
+SCALE_KERNEL = ELEMENTWISE_KERNEL.replace("tl.load(x_ptr + offs, mask=offs < n)", "2 * tl.load(x_ptr + offs, mask=offs < n)")
+
+
 def wrapper(body: str) -> str:
     lines = "\n".join("        " + line for line in body.strip().splitlines())
     return f"class ModelNew:\n    def forward(self, x):\n{lines}\n"
@@ -170,6 +185,31 @@ return out
     )
 )
 
+FIX += [
+    pytest.param(
+        HEADER + STEP_KERNEL + wrapper('''
+rows, n = x.shape
+out = torch.empty_like(x)
+scale_kernel[(rows,)](x, out, n, BLOCK=min(65536, triton.next_power_of_2(n)))
+return out
+'''),
+        ['triton.Config({"BLOCK": 1024}, num_warps=8),\n    ],\n    key=["n", "rows"],',
+         "scale_kernel[(rows,)](x, out, n, rows=rows)\n"],
+        ["BLOCK=min("],
+        id="loop-step-the-wrapper-computes",
+    ),
+    pytest.param(
+        HEADER + SCALE_KERNEL.replace("out_ptr + offs", "x_ptr + offs", 1) + wrapper('''
+n = x.numel()
+copy_kernel[(triton.cdiv(n, 1024),)](x, x, n, BLOCK_SIZE=1024)
+return x
+'''),
+        ['key=["n"],\n    restore_value=["x_ptr"],\n)'],
+        ["BLOCK_SIZE=1024"],
+        id="in-place-kernel-restored-after-each-benchmarking-run",
+    ),
+]  # fmt: skip
+
 NOOP = [
     pytest.param(
         HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024})], key=['n'])\n"
@@ -293,18 +333,6 @@ def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
         assert r["configs"] >= 6
 
 
-STEP_KERNEL = '''@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    row = tl.program_id(0) * n
-    offs = tl.arange(0, BLOCK)
-    for start in range(0, n, BLOCK):
-        x = tl.load(x_ptr + row + start + offs, mask=start + offs < n, other=0.0)
-        tl.store(out_ptr + row + start + offs, 2 * x, mask=start + offs < n)
-
-
-'''
-
-
 @pytest.mark.parametrize(
     "block",
     [
@@ -371,9 +399,6 @@ def test_one_axis_of_a_2d_tile_also_gets_smaller_tiles_on_fewer_warps() -> None:
     assert '"BD": 8}' not in rw.source  # below 16 lanes of a row
     loops = apply_family(Family.LAUNCH_CONFIG, h.source("softmax_loops.py"), h.rule_input())
     assert loops is not None and "num_warps=2" not in loops.source
-
-
-SCALE_KERNEL = ELEMENTWISE_KERNEL.replace("tl.load(x_ptr + offs, mask=offs < n)", "2 * tl.load(x_ptr + offs, mask=offs < n)")
 
 
 @pytest.mark.parametrize(
