@@ -8,6 +8,8 @@ at the assembly lines that show the problem.
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from typing import Any
 
@@ -39,6 +41,8 @@ from diagnosis.engine.ir import (
     excerpt,
     line_table,
     occupancy,
+    parse_mlir,
+    tensor_shape,
 )
 
 SCALAR_GLOBAL = register_code(
@@ -84,6 +88,15 @@ NO_ASYNC_COPY = register_code(
     Family.PIPELINING,
     "the dot loop (line {line}) loads its operands with plain global loads: no cp.async or TMA in {kernel}",
     "Dot loop without async copies",
+)
+REPLICATED_TILE = register_code(
+    "IR_REPLICATED_TILE",
+    Tier.IR,
+    Family.LAUNCH_CONFIG,
+    "line {line}: the load of a {shape} tile is laid over {threads} threads ({warps} warps), so each "
+    "element is held by {copies} threads and {idle}% of the lanes repeat another's load: fewer warps, "
+    "or more elements per program",
+    "Tile smaller than the threads",
 )
 COMPILE_ERROR = register_code(
     "IR_COMPILE_ERROR",
@@ -189,7 +202,67 @@ def kernel_findings(
     found.extend(_dot_findings(kernel, table, src_lines))
     found.extend(_layout_conversions(kernel, table, src_lines))
     found.extend(_resource_findings(kernel, table, result))
+    found.extend(_replicated_tiles(kernel, src_lines))
     return found
+
+
+_BLOCKED = re.compile(
+    r"^(#[\w]+) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], threadsPerWarp = \[([\d, ]+)\], "
+    r"warpsPerCTA = \[([\d, ]+)\]",
+    re.MULTILINE,
+)
+_LAYOUT_OF = re.compile(r"tensor<[^#]*(#[\w]+)>")
+
+
+def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Finding]:
+    """Global loads of a tile smaller than the threads its blocked layout spans: the layout
+    wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are
+    left out: a reduction's small result stored after a big tile is read says nothing.)"""
+    ttgir = kernel.stages.get("ttgir", "")
+    layouts = {
+        m.group(1): [
+            a * b * c
+            for a, b, c in zip(*(tuple(int(x) for x in m.group(i).split(",")) for i in (2, 3, 4)), strict=True)
+        ]
+        for m in _BLOCKED.finditer(ttgir)
+    }
+    defined = {m.group(1): ttgir.count("\n", 0, m.start()) + 1 for m in _BLOCKED.finditer(ttgir)}
+    if not layouts:
+        return []
+    # source line -> (copies, shape, threads, the TTGIR lines of the load and of its layout)
+    worst: dict[int, tuple[int, tuple[int, ...], int, tuple[int, int]]] = {}
+    for op in parse_mlir(ttgir).ops:
+        if op.name != "tt.load" or op.line is None:
+            continue
+        shape_type = tensor_shape(op.attrs)
+        layout = _LAYOUT_OF.search(op.attrs)
+        if shape_type is None or layout is None or layout.group(1) not in layouts:
+            continue
+        shape, cover = shape_type[0], layouts[layout.group(1)]
+        if len(cover) != len(shape):
+            continue
+        copies = math.prod(max(1, c // d) for c, d in zip(cover, shape, strict=True))
+        if copies >= 2 and copies > worst.get(op.line, (1,))[0]:
+            worst[op.line] = (copies, shape, kernel.num_warps * 32, (defined[layout.group(1)], op.ir_line))
+    return [
+        Finding(
+            REPLICATED_TILE.code,
+            Severity.MEDIUM,
+            {
+                "line": line,
+                "shape": "x".join(map(str, shape)),
+                "threads": threads,
+                "warps": threads // 32,
+                "copies": copies,
+                "idle": round(100 * (1 - 1 / copies)),
+                "code": _src(src_lines, line),
+            },
+            lines=(line,),
+            kernel=kernel.name,
+            evidence=(ArtefactRef("ttgir", kernel.name, ir_lines, excerpt(ttgir, ir_lines)),),
+        )
+        for line, (copies, shape, threads, ir_lines) in sorted(worst.items())
+    ]
 
 
 def _scalar_access(

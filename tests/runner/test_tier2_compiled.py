@@ -43,6 +43,7 @@ FLAGGED = [
     pytest.param("softmax_spills", "IR_SPILLS", 16, id="one-warp-8192-row-spills"),
     pytest.param("softmax_spills", "IR_LOW_OCCUPANCY", 13, id="one-warp-255-regs-occupancy"),
     pytest.param("dot_fp32_ieee", "IR_DOT_FMA", 25, id="ieee-fp32-dot-fma"),
+    pytest.param("rows_small_tile", "IR_REPLICATED_TILE", 16, id="64-element-rows-on-four-warps"),
 ]
 
 CLEAN = [
@@ -54,7 +55,18 @@ CLEAN = [
     pytest.param("dot_tf32", "IR_DOT_FMA", id="tf32-dot"),
     pytest.param("matmul_pipelined", "IR_DOT_FMA", id="fp16-matmul-dot"),
     pytest.param("colsum_tiled", "IR_LAYOUT_CONVERT", id="reduction-outside-loop"),
+    pytest.param("rows_small_tile_warps", "IR_REPLICATED_TILE", id="64-element-rows-on-two-warps"),
+    pytest.param("vadd_aligned", "IR_REPLICATED_TILE", id="1024-element-blocks"),
 ]
+
+
+def test_a_replicated_tile_names_its_copies_and_points_at_launch_config() -> None:
+    [finding] = [f for f in tier2("rows_small_tile").findings if f.code == "IR_REPLICATED_TILE"]
+    assert finding.family is Family.LAUNCH_CONFIG
+    assert (finding.args["shape"], finding.args["threads"], finding.args["copies"]) == ("64", 128, 2)
+    assert "#ttg.blocked<" in finding.evidence[0].excerpt and "tt.load" in finding.evidence[0].excerpt
+    # the store of the row after the reduction is left out: only loads say a tile is too small
+    assert finding.lines == (16,)
 
 
 @pytest.mark.parametrize(("name", "code", "line"), FLAGGED)

@@ -1,0 +1,36 @@
+"""Clean counterpart of rows_small_tile: the same rows on two warps, 64 threads for the
+64-element tile, one element each."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_scale_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + row * n_cols + cols, x / tl.max(tl.abs(x), axis=0), mask=mask)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x / x.abs().amax(dim=1, keepdim=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        row_scale_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=64, num_warps=2)
+        return out
+
+
+def get_init_inputs():
+    return []
+
+
+def get_inputs():
+    return [torch.randn(65536, 64)]
