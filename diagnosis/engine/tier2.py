@@ -219,17 +219,15 @@ def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Find
     wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are
     left out: a reduction's small result stored after a big tile is read says nothing.)"""
     ttgir = kernel.stages.get("ttgir", "")
-    layouts = {
-        m.group(1): [
-            a * b * c
-            for a, b, c in zip(*(tuple(int(x) for x in m.group(i).split(",")) for i in (2, 3, 4)), strict=True)
-        ]
-        for m in _BLOCKED.finditer(ttgir)
-    }
-    defined = {m.group(1): ttgir.count("\n", 0, m.start()) + 1 for m in _BLOCKED.finditer(ttgir)}
+    # layout -> (elements it spans per dimension, its threads, the TTGIR line defining it)
+    layouts: dict[str, tuple[list[int], int, int]] = {}
+    for m in _BLOCKED.finditer(ttgir):
+        per_thread, lanes, warps = (tuple(int(x) for x in m.group(i).split(",")) for i in (2, 3, 4))
+        cover = [a * b * c for a, b, c in zip(per_thread, lanes, warps, strict=True)]
+        layouts[m.group(1)] = (cover, math.prod(lanes) * math.prod(warps), ttgir.count("\n", 0, m.start()) + 1)
     if not layouts:
         return []
-    # source line -> (copies, shape, threads, the TTGIR lines of the load and of its layout)
+    # source line -> (copies, shape, threads, the TTGIR lines of the layout and of the load)
     worst: dict[int, tuple[int, tuple[int, ...], int, tuple[int, int]]] = {}
     for op in parse_mlir(ttgir).ops:
         if op.name != "tt.load" or op.line is None:
@@ -238,12 +236,12 @@ def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Find
         layout = _LAYOUT_OF.search(op.attrs)
         if shape_type is None or layout is None or layout.group(1) not in layouts:
             continue
-        shape, cover = shape_type[0], layouts[layout.group(1)]
+        shape, (cover, threads, defined) = shape_type[0], layouts[layout.group(1)]
         if len(cover) != len(shape):
             continue
         copies = math.prod(max(1, c // d) for c, d in zip(cover, shape, strict=True))
         if copies >= 2 and copies > worst.get(op.line, (1,))[0]:
-            worst[op.line] = (copies, shape, kernel.num_warps * 32, (defined[layout.group(1)], op.ir_line))
+            worst[op.line] = (copies, shape, threads, (defined, op.ir_line))
     return [
         Finding(
             REPLICATED_TILE.code,
@@ -252,7 +250,7 @@ def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Find
                 "line": line,
                 "shape": "x".join(map(str, shape)),
                 "threads": threads,
-                "warps": threads // 32,
+                "warps": kernel.num_warps,
                 "copies": copies,
                 "idle": round(100 * (1 - 1 / copies)),
                 "code": _src(src_lines, line),
