@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,19 +198,38 @@ def _tiled_configs(tuned: dict[str, int], tile_axes: set[str] = frozenset()) -> 
     return out[:MAX_CONFIGS]
 
 
+def _arange_sizes(kernel: cu.Kernel) -> set[str]:
+    """The sizes of the kernel's `tl.arange` blocks, as written."""
+    return {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
+
+
+def _closure_nodes(node: cst.CSTNode, bindings: cu.Bindings) -> Iterator[cst.CSTNode]:
+    """Every node of `node` and of the locals it reads, transitively."""
+    for part in cu.closure(node, bindings, set()):
+        yield from cu.walk(part)
+
+
 def _stepped_blocks(kernel: cu.Kernel) -> set[str]:
     """Constexprs a loop of the kernel steps by (`for i in range(0, n, BLOCK)`), when every load
-    and store of a tile is masked: any power of two then walks the same elements."""
+    and store of a tile (an address reading a `tl.arange` or a block size) is masked: any power
+    of two then walks the same elements."""
     steps = {
         h[1] for n in cu.walk(kernel.node.body) if isinstance(n, cst.For) and (h := cu.loop_header(n, kernel))
     }
     if not steps:
         return set()
     bindings = cu.Bindings(kernel.node)
+    blocks = _arange_sizes(kernel)
     for call in kernel.calls("tl.load", "tl.store"):
         mask = cu.arg(call, "mask", 1 if cu.call_name(call, kernel.names) == "tl.load" else 2)
         pointer = cu.arg(call, "pointer", 0)
-        if mask is None and (pointer is None or _tile(pointer, bindings, kernel)):
+        if mask is None and (
+            pointer is None
+            or any(
+                cu.is_call(n, "tl.arange", names=kernel.names) or (isinstance(n, cst.Name) and n.value in blocks)
+                for n in _closure_nodes(pointer, bindings)
+            )
+        ):
             return set()
     return steps
 
@@ -219,25 +239,15 @@ def _tile_axes(kernel: cu.Kernel) -> set[str]:
     bindings = cu.Bindings(kernel.node)
     out: set[str] = set()
     for n in cu.walk(kernel.node.body):
-        if not isinstance(n, cst.Subscript) or not any(
+        if isinstance(n, cst.Subscript) and any(
             isinstance(e.slice, cst.Index) and cu.code(e.slice.value) == "None" for e in n.slice
         ):
-            continue
-        for part in cu.closure(n.value, bindings, set()):
-            for c in cu.walk(part):
-                if cu.is_call(c, "tl.arange", names=kernel.names) and c.args:
-                    out.add(cu.code(c.args[-1].value))
+            out |= {
+                cu.code(c.args[-1].value)
+                for c in _closure_nodes(n.value, bindings)
+                if cu.is_call(c, "tl.arange", names=kernel.names) and c.args
+            }
     return out & set(kernel.constexprs)
-
-
-def _tile(node: cst.BaseExpression, bindings: cu.Bindings, kernel: cu.Kernel) -> bool:
-    """Does `node` read a block: a `tl.arange`, or a constexpr that sizes one?"""
-    blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
-    return any(
-        cu.is_call(n, "tl.arange", names=kernel.names) or (isinstance(n, cst.Name) and n.value in blocks)
-        for part in cu.closure(node, bindings, set())
-        for n in cu.walk(part)
-    )
 
 
 def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dict[str, int]) -> int | None:
@@ -632,7 +642,7 @@ def _plan(
     tuned, names, rowwise = _literal_bindings(launch, kernel, bindings, values)
     # only block sizes are tuned (a constexpr that sizes a tl.arange); flags such as
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
-    blocks = {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
+    blocks = _arange_sizes(kernel)
     tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
     # a loop step the wrapper computes (not a literal, not the row's next power of two) is
     # tuned from the streaming range: the kernel walks the same elements with any of them
