@@ -74,10 +74,15 @@ class RefRun:
     flops: int
     bytes: int
     dtype: str
+    exact_path: Path | None = None  # Model's float64 output (runner/childlib/reference.py), kept as a file
 
     @property
     def key(self) -> str:
         return run_key(self.spec.label, self.seed, self.variant)
+
+    def exact(self) -> Any:
+        """Model's float64 output, read when a comparison needs it; None where there is none."""
+        return tensordata.read(str(self.exact_path)) if self.exact_path is not None else None
 
     @property
     def out_sizes(self) -> list[int]:
@@ -167,10 +172,12 @@ class GateStore:
 
     @staticmethod
     def key(path: str, device: str, cases: Sequence[int] | None, options: Mapping[str, Any]) -> tuple:
-        """The reference depends on the module's bytes, the device, the cases and the size limit."""
+        """The reference depends on the module's bytes, the device, the cases, the size limit and
+        whether it has its float64 run."""
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         limit = int(options.get("cpu_max_elements", DEFAULT_CPU_MAX_ELEMENTS)) if device == "cpu" else None
-        return (digest, device, tuple(cases) if cases is not None else None, limit)
+        exact = bool(options.get("exact", True))
+        return (digest, device, tuple(cases) if cases is not None else None, limit, exact)
 
     def reference(
         self,
@@ -246,9 +253,13 @@ def absorb(ref: ReferenceSet | None, result: Any, workdir: Path, store: Path, ne
             output = tensordata.read(str(workdir / gate_file(key, "out")))
             kept = store / f"{key}.in.kot"
             shutil.copyfile(workdir / gate_file(key, "in"), kept)  # a copy: the job's directory is its own
+            exact = None
+            if raw.get("exact") is True:
+                exact = store / f"{key}.exact.kot"
+                shutil.copyfile(workdir / gate_file(key, "exact"), exact)
             ref.runs[(spec.label, seed, variant)] = RefRun(
                 spec, seed, variant, kept, output, int(raw.get("flops", 0)), int(raw.get("bytes", 0)),
-                str(raw.get("dtype", "float32")),
+                str(raw.get("dtype", "float32")), exact,
             )  # fmt: skip
         for label, seed in result.get("alt_unavailable") or ():
             ref.alt_unavailable.add((str(label), int(seed)))
@@ -486,7 +497,7 @@ class _Judge:
             cmp = cached[1]
         else:
             value = self.read(r.key, "out", r)
-            cmp = compare_outputs(value, r.output, has_dot=r.flops > 0, override=self.override)
+            cmp = compare_outputs(value, r.output, has_dot=r.flops > 0, override=self.override, exact=r.exact)
             self.memo[r.key] = (sig, cmp)
         rec.max_abs_err = max(rec.max_abs_err, cmp.max_abs_err)
         rec.max_rel_err = max(rec.max_rel_err, cmp.max_rel_err)
@@ -511,7 +522,9 @@ class _Judge:
                 main_value = self.read(main_ref.key, "out", main_ref)
             value = self.read(r.key, "out", r)
             frac = unchanged_fraction(main_value, value, main_ref.output, r.output, has_dot=r.flops > 0)
-            cmp_b = compare_outputs(value, r.output, has_dot=r.flops > 0, override=self.override)
+            cmp_b = compare_outputs(
+                value, r.output, has_dot=r.flops > 0, override=self.override, exact=r.exact
+            )
             self.memo[r.key] = (sigs, (frac, cmp_b))
         if frac is None:
             rec.sensitivity = "reference constant"

@@ -7,6 +7,7 @@ Model from the seed, runs it on each selected case, and writes into the job's di
 
     gate/<case>-s<seed>-<variant>.in.kot     the inputs (runner.tensordata, layout kept)
     gate/<case>-s<seed>-<variant>.out.kot    Model's output
+    gate/<case>-s<seed>-<variant>.exact.kot  Model's output in float64 (see below)
 
 `variant` is `main`, or `alt` for the sensitivity check: the same case drawn from another
 seed (seed + ALT_SEED_OFFSET) and run through the same seed's Model. When the module has no
@@ -16,8 +17,17 @@ why none could be), and each run's FLOPs and bytes; the worker keeps the outputs
 inputs to each candidate's verify job (runner/gate.py). See runner/childlib/verify.py for the
 whole gate and its threat model.
 
+When Model's output holds a float32 tensor and no input is a 16-bit or 8-bit float, it is also
+run once more with its parameters and its float32 inputs cast to float64 (exactly: every
+float32 is a float64). That output says how far the float32 reference itself is from the
+exact answer: a long float32 sum or dot whose terms cancel is off by far more than the
+float32 tolerance, and a candidate as accurate as the reference must not be failed for it
+(runner/compare.py, `within_reference_error`). A Model that cannot run in float64 (an op
+without a float64 kernel, a dtype check) just has no exact output; the run says why.
+
 Options: seeds (the request's), timed_seeds (seeds on which the timed cases run; default all),
-alt_seeds (seeds that also get the alt variant), cpu_max_elements, derive (default true).
+alt_seeds (seeds that also get the alt variant), cpu_max_elements, derive (default true), exact
+(default true: the float64 run above).
 Runs only in the sandbox child.
 """
 
@@ -44,7 +54,7 @@ from runner.childlib.hostile import (
 )
 from runner.childlib.module import to_device
 from runner.childlib.phases import phase
-from runner.childlib.timing import count_flops, work_of_case
+from runner.childlib.timing import count_flops, flatten, work_of_case
 from runner.errors import JobFailed
 from runner.protocol import ALT_SEED_OFFSET, GATE_DIR, JobRequest, gate_file, run_key
 
@@ -71,6 +81,38 @@ def run_reference(ref: Any, inputs: list[Any], backend: Backend, paths: Sequence
         return out
 
     return user_call(lambda: count_flops(forward), what="the reference Model.forward", paths=paths)
+
+
+def wants_exact(inputs: Sequence[Any], out: Any) -> bool:
+    """Whether a float64 run says something: a float32 output, and inputs that cast exactly."""
+    import torch
+
+    narrow = (torch.float16, torch.bfloat16)
+    if any(isinstance(x, torch.Tensor) and (x.dtype in narrow or x.element_size() == 1 and x.is_floating_point())
+           for x in inputs):  # fmt: skip
+        return False  # the reference's precision is the 16-bit inputs', and their tolerance wide
+    return any(t.dtype == torch.float32 for t in flatten(out))
+
+
+def run_exact(module: types.ModuleType, seed: int, inputs: list[Any], out: Any, backend: Backend) -> Any:
+    """Model (built from `seed`, in float64) on `inputs` with float32 tensors cast to float64;
+    None where it raises or its output's structure differs from `out`'s (then no exact bound)."""
+    import torch
+
+    def widen(x: Any) -> Any:
+        return x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+
+    try:
+        ref = build_reference(module, seed, backend.device).double()
+        with torch.no_grad():
+            exact = ref(*[widen(x) for x in clone_inputs(inputs)])
+        backend.synchronize()
+    except Exception:  # an op without a float64 kernel: the run keeps its float32 bound
+        return None
+    got, want = flatten(exact), flatten(out)
+    if len(got) != len(want) or any(g.shape != w.shape for g, w in zip(got, want, strict=True)):
+        return None
+    return exact
 
 
 def input_shapes(timed: list[list], extra: list[list]) -> list[dict[str, Any]]:
@@ -155,7 +197,23 @@ def reference_job(req: JobRequest, backend: Backend, module: types.ModuleType) -
         work = work_of_case(ref, device_inputs, out)
         with phase("handoff"):
             tensordata.write(gate_file(key, "out"), out)
-        result["runs"].append({"label": spec.label, "seed": seed, "variant": variant, "flops": flops, **work})
+        exact = None
+        if opts.get("exact", True) and wants_exact(device_inputs, out):
+            with phase("reference"):
+                exact = run_exact(module, seed, device_inputs, out, backend)
+            if exact is not None:
+                with phase("handoff"):
+                    tensordata.write(gate_file(key, "exact"), exact)
+        result["runs"].append(
+            {
+                "label": spec.label,
+                "seed": seed,
+                "variant": variant,
+                "flops": flops,
+                "exact": exact is not None,
+                **work,
+            }
+        )
         return out
 
     for si, seed in enumerate(seeds):

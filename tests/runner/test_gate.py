@@ -5,6 +5,7 @@ directory). The attacks themselves are in test_gate_hostile.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import stat
@@ -188,7 +189,11 @@ def test_the_writer_names_the_file_size_limit_it_ran_into(tmp_path: Path) -> Non
     )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "in.kot")], cwd=root, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script, str(tmp_path / "in.kot")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert "in.kot needs 2,097," in out
     assert "over this job's file size limit of 1,048,576 bytes (RLIMIT_FSIZE)" in out
@@ -331,6 +336,65 @@ def test_the_comparison_names_what_the_writer_refused(out, ref, kind) -> None:
     assert not result.ok and result.kind == kind
 
 
+# ---------------------------------------------------------------- judged against Model's float64 run
+
+
+def _exact_case(ref_error: float, out_error: float, n: int = 1000):
+    """(out, ref, exact): float32 outputs `ref_error` and `out_error` (relative, in opposite
+    directions) from a float64 `exact`."""
+    exact = torch.linspace(1.0, 2.0, n, dtype=torch.float64)
+    ref = (exact * (1 + ref_error)).float()
+    out = (exact * (1 - out_error)).float()
+    return out, ref, exact
+
+
+def test_an_output_as_near_the_exact_answer_as_the_reference_passes() -> None:
+    out, ref, exact = _exact_case(3e-5, 2e-5)  # 5e-5 apart: over the float32 l2 bound of 1e-5
+    assert not compare_outputs(out, ref, has_dot=False).ok
+    result = compare_outputs(out, ref, has_dot=False, exact=lambda: exact)
+    assert result.ok, result.message
+    judged = result.tolerance["exact"]
+    assert judged["ref_rel_l2"] == pytest.approx(3e-5, rel=0.05) and judged["rel_l2"] == pytest.approx(
+        2e-5, rel=0.05
+    )
+    assert result.rel_l2_err == pytest.approx(5e-5, rel=0.05)  # still the distance to the reference
+
+
+@pytest.mark.parametrize(
+    "ref_error, out_error, says",
+    [
+        pytest.param(3e-5, 3e-4, "against the float64 run too", id="further-off-than-4x-the-reference"),
+        pytest.param(2e-3, 0.0, "more than rounding", id="reference-off-by-more-than-rounding"),
+    ],
+)
+def test_the_float64_run_allows_only_the_references_rounding(ref_error, out_error, says) -> None:
+    out, ref, exact = _exact_case(ref_error, out_error)
+    result = compare_outputs(out, ref, has_dot=False, exact=lambda: exact)
+    assert not result.ok and result.kind == "incorrect" and says in result.message
+
+
+def test_one_wrong_element_fails_beside_the_references_rounding() -> None:
+    out, ref, exact = _exact_case(3e-5, 0.0, n=100_000)
+    out[123] += 0.01  # 2000x the reference's worst element
+    result = compare_outputs(out, ref, has_dot=False, exact=lambda: exact)
+    assert not result.ok and "1 of 100000 elements" in result.message
+
+
+def test_the_float64_run_is_read_only_for_a_failing_float32_output() -> None:
+    def unread():
+        raise AssertionError("read")
+
+    out, ref, _ = _exact_case(0.0, 0.0)
+    assert compare_outputs(out, ref, has_dot=False, exact=unread).ok
+    half = torch.ones(8, dtype=torch.float16)
+    assert not compare_outputs(half * 1.5, half, has_dot=False, exact=unread).ok
+    assert (
+        compare_outputs(torch.ones(3), torch.zeros(3), has_dot=False, exact=lambda: None).kind == "incorrect"
+    )
+    wrong_shape = compare_outputs(torch.ones(3), torch.zeros(3), has_dot=False, exact=lambda: torch.zeros(4))
+    assert wrong_shape.kind == "incorrect" and "float64" not in wrong_shape.message
+
+
 # ---------------------------------------------------------------- the executor's wiring
 
 
@@ -403,6 +467,23 @@ def test_a_timed_job_waits_for_the_verdict_and_is_not_timed_when_wrong() -> None
     assert bad.reason == "incorrect" and "decision" in phases
     assert "timing" not in phases and "perturbation" not in phases
     assert phases["decision"] < 30
+
+
+def test_a_kernel_nearer_the_exact_dot_than_torch_passes_through_the_float64_run(executor: Executor) -> None:
+    path = MODULES / "correct_cancelling_dot.py"
+    spec = importlib.util.spec_from_file_location("cancelling_dot", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, y = module.cancelling(1000)
+    float32, exact = float(torch.dot(x, y)), float(torch.dot(x.double(), y.double()))
+    assert (
+        abs(float32 - exact) / abs(exact) > 1e-5
+    )  # the fixture's premise: torch's own rounding fails the table
+    outcome = executor.verify(str(path), seeds=(0,), time=False)
+    assert outcome.passed, outcome.error
+    assert all(c.tolerance["exact"]["rel_l2"] < 1e-6 for c in outcome.cases)
+    without = executor.verify(str(path), seeds=(0,), time=False, options={"exact": False})
+    assert without.reason == "incorrect" and "(l2 bound 1e-05)" in without.error.message
 
 
 def test_the_reference_job_failing_is_the_outcome(executor: Executor) -> None:
