@@ -1,6 +1,12 @@
 """Speed-of-light (SOL) model: the least time a kernel could take on a device, from the bytes
 it must move and the FLOPs it must do, and how close a measured time comes to it.
 
+The bytes come from the child (runner/childlib/timing.py `work_of_case`): every input, parameter
+and output once, except a tensor the reference's forward only indexes (`embedding`,
+`index_select`, `x[idx]`, `gather`), which counts the bytes those ops gathered from it: an
+embedding that reads 8192 rows of a 1 GB table moves 8192 rows (counting the whole table put
+flag_gems' embedding at 375 %SOL).
+
 Pure standard library: the worker (runner.execute) fills SOL into the child's raw profile and
 verify numbers with it; the child itself never imports this module.
 

@@ -27,7 +27,7 @@ from runner.childlib.hostile import clone_inputs, draw_device, seeded_inputs, us
 from runner.childlib.launches import Launch, parse_target, record_launches
 from runner.childlib.module import build_models, to_device
 from runner.childlib.phases import phase
-from runner.childlib.timing import count_flops, no_grad_call, work_of_case
+from runner.childlib.timing import Reads, count_flops, no_grad_call, work_of_case
 from runner.errors import JobFailed
 from runner.protocol import JobRequest
 
@@ -143,8 +143,9 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
     for i in indices:
         inputs = to_device(timed[i], backend.device)
         with phase("reference"):
-            ref_out, flops = _reference_work(ref, inputs, backend, paths)
-        work = work_of_case(ref, inputs, ref_out)
+            reads = Reads()
+            ref_out, flops = _reference_work(ref, inputs, backend, paths, reads)
+        work = work_of_case(ref, inputs, ref_out, reads)
         del ref_out
         with phase("candidate"), record_launches(execute=execute, target=target) as recorder:
             recorder.case = i
@@ -199,9 +200,12 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
     return ProfileResult(device=device, cases=tuple(cases), ncu=ncu, notes=tuple(notes)).to_json()
 
 
-def _reference_work(ref: Any, inputs: list[Any], backend: Backend, paths: Sequence[str]) -> tuple[Any, int]:
-    """The reference's output and FLOPs. On cpu, try the meta device first: shapes and FLOPs
-    without computing (timed cases are often too big for a CPU); fall back to a real run."""
+def _reference_work(
+    ref: Any, inputs: list[Any], backend: Backend, paths: Sequence[str], reads: Reads
+) -> tuple[Any, int]:
+    """The reference's output and FLOPs, and into `reads` what a real run read. On cpu, try the
+    meta device first: shapes and FLOPs without computing (timed cases are often too big for a
+    CPU; nothing is recorded then); fall back to a real run."""
     if backend.kind == "cpu":
         import copy
 
@@ -214,7 +218,7 @@ def _reference_work(ref: Any, inputs: list[Any], backend: Backend, paths: Sequen
         except Exception:  # noqa: BLE001 - any failure on meta means: run it for real
             pass
     return user_call(
-        lambda: count_flops(no_grad_call(ref, inputs)), what="the reference Model.forward", paths=paths
+        lambda: count_flops(no_grad_call(ref, inputs), reads), what="the reference Model.forward", paths=paths
     )
 
 

@@ -54,7 +54,7 @@ from runner.childlib.hostile import (
 )
 from runner.childlib.module import to_device
 from runner.childlib.phases import phase
-from runner.childlib.timing import count_flops, flatten, work_of_case
+from runner.childlib.timing import Reads, count_flops, flatten, storage_key, work_of_case
 from runner.errors import JobFailed
 from runner.protocol import ALT_SEED_OFFSET, GATE_DIR, JobRequest, gate_file, run_key
 
@@ -70,17 +70,27 @@ def build_reference(module: types.ModuleType, seed: int, device: Any) -> Any:
     return module.Model(*init).to(device).eval()
 
 
-def run_reference(ref: Any, inputs: list[Any], backend: Backend, paths: Sequence[str]) -> tuple[Any, int]:
-    """Model's output on `inputs` (copies: a forward that writes its inputs changes nothing) and its FLOPs."""
+def run_reference(
+    ref: Any, inputs: list[Any], backend: Backend, paths: Sequence[str], reads: Reads | None = None
+) -> tuple[Any, int]:
+    """Model's output on `inputs` (copies: a forward that writes its inputs changes nothing) and
+    its FLOPs; `reads` records what it read of `inputs` themselves."""
     import torch
+
+    copies = clone_inputs(inputs)
 
     def forward() -> Any:
         with torch.no_grad():
-            out = ref(*clone_inputs(inputs))
+            out = ref(*copies)
         backend.synchronize()
         return out
 
-    return user_call(lambda: count_flops(forward), what="the reference Model.forward", paths=paths)
+    result = user_call(lambda: count_flops(forward, reads), what="the reference Model.forward", paths=paths)
+    if reads is not None:
+        reads.rename(
+            {storage_key(c): storage_key(x) for c, x in zip(copies, inputs, strict=True) if c is not x}
+        )
+    return result
 
 
 def wants_exact(inputs: Sequence[Any], out: Any) -> bool:
@@ -193,8 +203,9 @@ def reference_job(req: JobRequest, backend: Backend, module: types.ModuleType) -
             tensordata.write(gate_file(key, "in"), list(inputs), keep_layout=True)
         device_inputs = to_device(list(inputs), backend.device)
         with phase("reference"):
-            out, flops = run_reference(ref, device_inputs, backend, paths)
-        work = work_of_case(ref, device_inputs, out)
+            reads = Reads()
+            out, flops = run_reference(ref, device_inputs, backend, paths, reads)
+        work = work_of_case(ref, device_inputs, out, reads)
         with phase("handoff"):
             tensordata.write(gate_file(key, "out"), out)
         exact = None

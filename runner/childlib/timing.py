@@ -8,7 +8,7 @@ parent decides (noise floor, speedup, suspect: `diagnosis.engine.verdict`; SOL:
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from runner.backends import Backend
@@ -36,20 +36,78 @@ def flatten(value: Any) -> list[Any]:
     return []
 
 
-def tensor_bytes(tensors: Iterable[Any]) -> int:
-    """Bytes of distinct storages among `tensors` (a view and its base count once)."""
+def storage_key(t: Any) -> tuple[int, int]:
+    """(address, bytes) of a tensor's storage: a view and its base share it."""
+    try:
+        return (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):  # meta tensors and the like
+        return (id(t), t.numel() * t.element_size())
+
+
+def tensor_bytes(tensors: Iterable[Any], gathered: Mapping[tuple[int, int], int] | None = None) -> int:
+    """Bytes of distinct storages among `tensors` (a view and its base count once); a storage in
+    `gathered` counts only the bytes index ops read of it (`Reads`), at most its size."""
     seen: set[tuple[int, int]] = set()
     total = 0
     for t in tensors:
-        try:
-            key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        except (RuntimeError, NotImplementedError):  # meta tensors and the like
-            key = (id(t), t.numel() * t.element_size())
+        key = storage_key(t)
         if key in seen and key[0] != 0:
             continue
         seen.add(key)
-        total += t.numel() * t.element_size()
+        size = t.numel() * t.element_size()
+        total += min(size, gathered[key]) if gathered and key in gathered else size
     return total
+
+
+# aten ops that read of their first argument only what their indices select: as many bytes
+# as they return (an embedding table of 1 GB read for 8192 tokens moves 8192 rows, not 1 GB)
+GATHERS = frozenset({"embedding", "index_select", "gather", "index", "take"})
+
+
+class Reads:
+    """What a forward's aten ops read: storages read whole, and bytes gathered from the others."""
+
+    def __init__(self) -> None:
+        self.whole: set[tuple[int, int]] = set()
+        self.gathered: dict[tuple[int, int], int] = {}
+
+    def rename(self, keys: Mapping[tuple[int, int], tuple[int, int]]) -> None:
+        """Count what was read of copies (the keys) as read of their originals (the values)."""
+        self.whole = {keys.get(k, k) for k in self.whole}
+        gathered: dict[tuple[int, int], int] = {}
+        for k, v in self.gathered.items():
+            gathered[keys.get(k, k)] = gathered.get(keys.get(k, k), 0) + v
+        self.gathered = gathered
+
+    def only_gathered(self) -> dict[tuple[int, int], int]:
+        """Storages that only index ops read, with the bytes they gathered."""
+        return {k: v for k, v in self.gathered.items() if k not in self.whole and k[0] != 0}
+
+    def mode(self) -> Any:
+        """A dispatch mode that records into this object (views read nothing)."""
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        reads = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+                out = func(*args, **(kwargs or {}))
+                if not func.is_view:
+                    source = args[0] if args and func.overloadpacket.__name__ in GATHERS else None
+                    for t in tree_leaves((args, kwargs or {})):
+                        if not isinstance(t, torch.Tensor):
+                            continue
+                        key = storage_key(t)
+                        if t is source:
+                            got = sum(o.numel() * o.element_size() for o in flatten(out))
+                            reads.gathered[key] = reads.gathered.get(key, 0) + got
+                        else:
+                            reads.whole.add(key)
+                return out
+
+        return _Mode()
 
 
 def dominant_dtype(inputs: list[Any], outputs: list[Any]) -> str:
@@ -87,29 +145,34 @@ def _skip_dynamo_import() -> None:
                 setattr(raw, "__dynamo_disable", raw)
 
 
-def count_flops(fn: Callable[[], Any]) -> tuple[Any, int]:
-    """Run `fn` under torch's FlopCounterMode: (its output, FLOPs of matmul-like ops).
+def count_flops(fn: Callable[[], Any], reads: Reads | None = None) -> tuple[Any, int]:
+    """Run `fn` under torch's FlopCounterMode: (its output, FLOPs of matmul-like ops); with
+    `reads`, also record what its ops read.
 
     FlopCounterMode counts mm / bmm / addmm / convolution / attention only; element-wise and
     reduction work counts 0, which is right for SOL (those kernels are bandwidth-bound).
     """
+    from contextlib import nullcontext
+
     from torch.utils.flop_counter import FlopCounterMode
 
     _skip_dynamo_import()
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, reads.mode() if reads is not None else nullcontext():
         out = fn()
     return out, int(counter.get_total_flops())
 
 
-def work_of_case(model: Any, inputs: list[Any], outputs: Any) -> dict[str, Any]:
-    """Bytes that must move (inputs + parameters + outputs, read or written once) and the dtype."""
+def work_of_case(model: Any, inputs: list[Any], outputs: Any, reads: Reads | None = None) -> dict[str, Any]:
+    """Bytes that must move (inputs + parameters + outputs, read or written once; of a tensor
+    that the forward only indexed, what it gathered: `reads`) and the dtype."""
     import torch
 
     in_tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
     state = [t for t in model.state_dict().values() if isinstance(t, torch.Tensor)]
     out_tensors = flatten(outputs)
+    gathered = reads.only_gathered() if reads is not None else None
     return {
-        "bytes": tensor_bytes(in_tensors + state) + tensor_bytes(out_tensors),
+        "bytes": tensor_bytes(in_tensors + state, gathered) + tensor_bytes(out_tensors),
         "dtype": dominant_dtype(in_tensors, out_tensors),
     }
 
@@ -242,12 +305,13 @@ def time_cases(
         inputs = to_device(timed[i], backend.device)
         case_work = dict(work[i]) if work and i in work else None
         if case_work is None:
+            reads = Reads()
             out, flops = user_call(
-                lambda inputs=inputs: count_flops(no_grad_call(ref, inputs)),
+                lambda inputs=inputs, reads=reads: count_flops(no_grad_call(ref, inputs), reads),
                 what="the reference Model.forward",
                 paths=paths,
             )
-            case_work = {**work_of_case(ref, inputs, out), "flops": flops}
+            case_work = {**work_of_case(ref, inputs, out, reads), "flops": flops}
             del out
         fns: dict[str, Callable[[], Any]] = {}
         if parent_new is not None:

@@ -249,6 +249,14 @@ def test_profile_on_cpu_gives_bytes_flops_and_launches(executor: Executor) -> No
     assert any("no device" in note for note in profile.notes)
 
 
+def test_an_embeddings_speed_of_light_counts_the_rows_it_reads(executor: Executor) -> None:
+    outcome = executor.verify(str(MODULES / "correct_embedding.py"), seeds=(0,), time=False)
+    assert outcome.passed, outcome.error
+    case = next(c for c in outcome.cases if c.label == "verify 0")
+    rows = 5 * 17 * 4  # the 5 rows of the 100 x 17 float32 table the ids select
+    assert case.bytes == rows + 5 * 8 + rows  # those rows, the ids, the output
+
+
 def test_npu_without_torch_npu_is_a_device_error(executor: Executor) -> None:
     pytest.importorskip("torch")
     try:

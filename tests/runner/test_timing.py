@@ -1,15 +1,17 @@
 """The order of measurements in `interleaved` (the device's clock is not involved: a backend
 that records calls stands in for do_bench, so only the sequencing is checked here; the timing
-itself is checked on the H200 by tests/gpu)."""
+itself is checked on the H200 by tests/gpu), and the bytes a reference's forward moves."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+import torch
 
 from diagnosis.engine.verdict import MIN_NOISE_FLOOR, noise_floor
-from runner.childlib.timing import interleaved, spread
+from runner.childlib.reference import run_reference
+from runner.childlib.timing import Reads, interleaved, spread, work_of_case
 
 
 class CallLog:
@@ -67,9 +69,7 @@ def test_rounds_that_disagree_are_re_timed_until_they_agree() -> None:
     # round 2: parent 1.0, candidate 1.0 -> the parent's spread is 100 %: a third round, then a
     # fourth (three rounds still hold the outlier); with four the outlier is left out.
     backend = CallLog([1.0, 1.0, 3.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.01, 1.0, 1.02, 1.0])
-    times = interleaved(
-        backend, fns, rounds=2, once=("reference",), discard=1, max_rounds=6, settle=0.05
-    )
+    times = interleaved(backend, fns, rounds=2, once=("reference",), discard=1, max_rounds=6, settle=0.05)
     assert times == {
         "parent": [2.0, 1.0, 1.01, 1.02],
         "candidate": [1.0, 1.0, 1.0, 1.0],
@@ -103,3 +103,49 @@ def test_agreeing_rounds_are_not_re_timed() -> None:
 def test_the_child_settles_on_the_spread_the_verdict_uses(values: list[float]) -> None:
     assert max(MIN_NOISE_FLOOR, spread(values)) == pytest.approx(noise_floor(values))
 
+
+# ---------------------------------------------------------------- bytes an index op moves
+
+
+class _Cpu:
+    kind = "cpu"
+
+    def synchronize(self) -> None:
+        pass
+
+
+class _Forward(torch.nn.Module):
+    def __init__(self, fn, table: bool = False) -> None:
+        super().__init__()
+        self.fn = fn
+        self.table = torch.nn.Embedding(1000, 64) if table else None
+
+    def forward(self, *args):
+        return self.fn(self, *args)
+
+
+ROWS, IDS = 1000 * 64 * 4, 10 * 8  # a 1000 x 64 float32 table, 10 int64 indices
+GATHERED = 10 * 64 * 4  # the 10 rows: what a gather reads, and what it returns
+
+
+@pytest.mark.parametrize(
+    "fn, table, moved",
+    [
+        pytest.param(lambda m, w, i: torch.nn.functional.embedding(i, w), False, GATHERED + IDS + GATHERED,
+                     id="embedding"),
+        pytest.param(lambda m, w, i: torch.index_select(w, 0, i), False, GATHERED + IDS + GATHERED, id="index_select"),
+        pytest.param(lambda m, w, i: w[i] * 2, False, GATHERED + IDS + GATHERED, id="subscript"),
+        pytest.param(lambda m, w, i: w.t()[:, i].t(), False, GATHERED + IDS + GATHERED, id="through-views"),
+        pytest.param(lambda m, w, i: m.table(i) + w[i], True, 2 * GATHERED + IDS + GATHERED, id="parameter-table"),
+        pytest.param(lambda m, w, i: w[i] + w.sum(), False, ROWS + IDS + GATHERED, id="also-read-whole"),
+        pytest.param(lambda m, w, i: w + 1, False, ROWS + IDS + ROWS, id="no-gather"),
+    ],
+)  # fmt: skip
+def test_a_tensor_the_reference_only_indexes_counts_the_rows_it_gathered(fn, table, moved) -> None:
+    model = _Forward(fn, table)
+    inputs = [torch.randn(1000, 64), torch.randint(0, 1000, (10,))]
+    reads = Reads()
+    out, _ = run_reference(model, inputs, _Cpu(), [], reads)
+    assert work_of_case(model, inputs, out, reads)["bytes"] == moved
+    full = sum(t.numel() * t.element_size() for t in (*inputs, *model.state_dict().values(), out))
+    assert work_of_case(model, inputs, out)["bytes"] == full
