@@ -6,12 +6,14 @@ directory). The attacks themselves are in test_gate_hostile.py."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import stat
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -467,6 +469,54 @@ def test_a_timed_job_waits_for_the_verdict_and_is_not_timed_when_wrong() -> None
     assert bad.reason == "incorrect" and "decision" in phases
     assert "timing" not in phases and "perturbation" not in phases
     assert phases["decision"] < 30
+
+
+def _await(condition, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_the_decider_compares_each_output_as_it_is_written(executor: Executor, tmp_path: Path) -> None:
+    parent = str(MODULES / "correct_add.py")
+    opts = {"time": True}
+    key = gate.GateStore.key(parent, "cpu", None, opts)
+    ref, _ = executor.gate.reference(
+        lambda r, w: executor.run(r, workdir=w),
+        lambda need: executor._request("reference", parent, seeds=need.seeds,
+                                       options={**opts, "timed_seeds": need.timed_seeds, "alt_seeds": need.alt_seeds}),
+        key, [0], opts,
+    )  # fmt: skip
+    plan = gate.plan(ref, [0], opts, decision=True)
+    (tmp_path / "gate").mkdir()
+    (tmp_path / "gate-in").mkdir()
+    decider = gate.Decider(ref, plan, tmp_path, override=None)
+    decider.start()
+    try:
+        keys = [pr.key for pr in plan.runs]
+        for k in keys:  # the job writes its runs' outputs one by one: each is judged before ready
+            tensordata.write(str(tmp_path / "gate" / f"{k}.out.kot"), ref.runs[_run_of(k, plan)].output)
+            assert _await(lambda k=k: k in decider.memo), k
+        judged = {k: decider.memo[k][1] for k in keys}
+        assert all((c[1] if isinstance(c, tuple) else c).ok for c in judged.values())
+        assert not (tmp_path / "gate-in" / "decision.json").exists()  # no decision before ready
+        # an output rewritten after it was judged ahead is judged again at ready
+        main = next(pr for pr in plan.runs if pr.ref.variant == "main")
+        tensordata.write(str(tmp_path / "gate" / f"{main.key}.out.kot"), main.ref.output * 2 + 1)
+        (tmp_path / "gate" / "ready").write_text("")
+        assert _await(lambda: decider.decided is not None)
+    finally:
+        decider.stop()
+    assert decider.decided is False
+    assert json.loads((tmp_path / "gate-in" / "decision.json").read_text()) == {"time": False}
+
+
+def _run_of(key: str, plan: gate.Plan) -> tuple[str, int, str]:
+    r = next(pr.ref for pr in plan.runs if pr.key == key)
+    return (r.spec.label, r.seed, r.variant)
 
 
 def test_a_kernel_nearer_the_exact_dot_than_torch_passes_through_the_float64_run(executor: Executor) -> None:
