@@ -289,6 +289,40 @@ def test_it_leaves_unsafe_launches_alone(before: str) -> None:
     assert apply_family(Family.LAUNCH_CONFIG, before, h.rule_input()) is None
 
 
+CAPPED_ROW = HEADER + ROW_KERNEL + """def rows(x, softcap=None):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    BLOCK_SIZE = min(triton.next_power_of_2(n_cols), 64 * 1024)
+    if softcap is not None and n_cols > BLOCK_SIZE:
+        BLOCK_SIZE = 8 * 1024
+    row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    return out
+
+
+class ModelNew:
+    def forward(self, x):
+        return rows(x)
+"""
+ROW_CASES = tuple(CaseShape(i, ((64, n),), ("float32",)) for i, n in enumerate((1000, 32000, 100000)))
+
+
+@pytest.mark.parametrize(
+    ("call", "tuned"),
+    [
+        pytest.param("rows(x)", True, id="softcap-left-none"),
+        pytest.param("rows(x, softcap=None)", True, id="softcap-passed-none"),
+        pytest.param("rows(x, softcap=self.softcap)", False, id="softcap-unknown"),
+    ],
+)
+def test_a_row_block_rebound_under_a_none_test_is_sized_by_the_row(call: str, tuned: bool) -> None:
+    # fla's cross entropy: the block follows the row unless a softcap is given, which the wrapper
+    # tests with `is not None`; decided, the block is the row's and its warps are tuned
+    rw = apply_family(Family.LAUNCH_CONFIG, CAPPED_ROW.replace("rows(x)\n", call + "\n"), h.rule_input(ROW_CASES))
+    assert (rw is not None) == tuned
+    if rw is not None:
+        assert "triton.Config({}, num_warps=16)" in rw.source and "BLOCK_SIZE=BLOCK_SIZE" in rw.source
+
+
 def test_it_prunes_gemm_tiles_larger_than_every_case() -> None:
     small = tuple(CaseShape(i, ((m, 64), (64, 64)), ("float16", "float16")) for i, m in enumerate((64, 50)))
     rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), h.rule_input(small))

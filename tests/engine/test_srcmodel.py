@@ -221,6 +221,60 @@ def test_values_follow_forward_through_apply_a_helper_and_its_settings() -> None
     assert grid.form == "lambda" and grid.meta == "meta" and len(grid.elements or []) == 1
 
 
+NONE_BRANCHES = src(
+    """
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def row_kernel(x_ptr, y_ptr, w_ptr, n, BV: tl.constexpr, HAS_W: tl.constexpr):
+        pass
+
+
+    def rows(x, weight=None, softcap=None, scale=None):
+        n_rows, V = x.shape
+        BV = min(triton.next_power_of_2(V), 64 * 1024)
+        if softcap is not None and V > BV:
+            BV = 8 * 1024
+        y = torch.empty_like(x) if scale is None else None
+        has_w = weight is not None
+        row_kernel[(n_rows,)](x, y, weight, V, BV=BV, HAS_W=has_w)
+        return y
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x, w):
+            return rows(x, softcap=30.0 if w is None else None)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("call", "bv"),
+    [
+        pytest.param("rows(x, softcap=30.0 if w is None else None)", 65536, id="none-passed"),
+        pytest.param("rows(x)", 65536, id="none-by-default"),
+        pytest.param("rows(x, softcap=30.0)", 8192, id="a-value-passed"),
+        pytest.param("rows(x, softcap=self.cap)", None, id="unknown"),
+    ],
+)
+def test_python_none_decides_branches_and_stays_unknown_to_callers(call: str, bv: int | None) -> None:
+    m = model_of(NONE_BRANCHES.replace("rows(x, softcap=30.0 if w is None else None)", call))
+    k = m.kernels["row_kernel"]
+    (launch,) = m.launches
+    cases = [CaseShape(0, ((64, 100000), (8,)), ("float32", "float32"))]
+    (values,) = m.launch_values(launch, k, cases)
+    assert values.get("BV") == bv
+    assert values["HAS_W"] is False  # `weight is not None`, weight left to its default None
+    assert values["y_ptr"] == TensorValue((64, 100000), "float32")  # `scale is None`: the tensor branch
+    assert "w_ptr" not in values  # None itself is not a value a rule reads
+    (env,) = m.launch_envs(launch, cases)
+    assert {"weight", "scale"}.isdisjoint(env.known())
+
+
 @pytest.mark.parametrize(
     ("grid", "form", "axes"),
     [

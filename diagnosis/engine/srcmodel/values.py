@@ -5,8 +5,10 @@ calls that lead to the launch's function (module-level helpers, methods through 
 `Function.apply`, nested functions), binding each call's arguments to the callee's parameters,
 and through that function's statements up to the launch. Helpers that compute launch settings
 (`BLOCK_SIZE, num_warps = calculate_settings(n)`) are evaluated from their body, branches
-included. Only integers, floats, tuples and tensor shapes are tracked; anything else is
-unknown (None), never guessed.
+included. Only integers, floats, tuples, tensor shapes and Python's `None` are tracked;
+anything else is unknown, never guessed. Inside the evaluator `None` the value is `NONE` (so
+that `if softcap is not None:` and `x = None` are decided); to callers an evaluation returns
+None for unknown, and `NONE` never leaves it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,19 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
+class _NoneValue:
+    """Python's None as a known value (a default `softcap=None`, an argument `bias=None`)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+NONE = _NoneValue()
+
+
 class _Abort(Exception):
     """A helper's body took a path the evaluator cannot follow: its result is unknown."""
 
@@ -91,6 +106,12 @@ class Evaluator:
         self.depth = depth
 
     def __call__(self, node: cst.BaseExpression) -> Any:
+        """The value of `node`, None when unknown (a `None` the code computes is unknown too:
+        callers read values, and only the evaluator's own branches need to tell them apart)."""
+        return _public(self.value(node))
+
+    def value(self, node: cst.BaseExpression) -> Any:
+        """The value of `node`, `NONE` for Python's None, None when unknown."""
         try:
             return self._eval(node)
         except (
@@ -106,7 +127,7 @@ class Evaluator:
             return None
 
     def known(self) -> dict[str, Any]:
-        return {k: v for k, v in self.env.items() if v is not None and v is not UNKNOWN}
+        return {k: v for k, v in self.env.items() if v is not UNKNOWN and _public(v) is not None}
 
     # -- statements ---------------------------------------------------------------------
 
@@ -151,8 +172,8 @@ class Evaluator:
                 if any(n is stop for n in read.walk(node.body)):
                     return read.statements(node.body)
             else:
-                test = self(node.test)
-                if not isinstance(test, (bool, int)):
+                test = self.value(node.test)
+                if not isinstance(test, (bool, int, _NoneValue)):
                     return None
                 if test:
                     return read.statements(node.body)
@@ -163,11 +184,11 @@ class Evaluator:
 
     def _small(self, small: cst.BaseSmallStatement) -> None:
         if isinstance(small, cst.Assign):
-            value = self(small.value)
+            value = self.value(small.value)
             for t in small.targets:
                 self._assign(t.target, value)
         elif isinstance(small, cst.AnnAssign):
-            self._assign(small.target, self(small.value) if small.value is not None else None)
+            self._assign(small.target, self.value(small.value) if small.value is not None else None)
         elif isinstance(small, cst.AugAssign):
             current = self(small.target) if isinstance(small.target, cst.Name) else None
             op = _BINARY.get(type(small.operator).__name__.removesuffix("Assign"))
@@ -253,6 +274,8 @@ class Evaluator:
         if isinstance(node, cst.Name):
             if node.value in ("True", "False"):
                 return node.value == "True"
+            if node.value == "None":
+                return NONE
             if node.value in self.env:
                 value = self.env[node.value]
                 return None if value is UNKNOWN else value
@@ -312,7 +335,16 @@ class Evaluator:
         left = self._eval(node.left)
         for c in node.comparisons:
             right = self._eval(c.comparator)
-            op = _COMPARE.get(type(c.operator).__name__)
+            operator = type(c.operator).__name__
+            if operator in ("Is", "IsNot"):
+                # decided only against None, and only for known values (a tensor is not None)
+                if left is None or right is None or (left is not NONE and right is not NONE):
+                    return None
+                if ((left is NONE) == (right is NONE)) != (operator == "Is"):
+                    return False
+                left = right
+                continue
+            op = _COMPARE.get(operator)
             if op is None or not _numbers(left, right):
                 return None
             if not op(left, right):
@@ -416,21 +448,28 @@ def bind(fn: cst.FunctionDef, call: cst.Call, ev: Evaluator, skip_first: bool) -
     env: dict[str, Any] = {p.name.value: UNKNOWN for p in params}
     positional = [a for a in call.args if a.keyword is None]
     for p, a in zip(params, positional, strict=False):
-        env[p.name.value] = _or_unknown(ev(a.value))
+        env[p.name.value] = _or_unknown(ev.value(a.value))
     given = {p.name.value for p in params[: len(positional)]}
     for a in call.args:
         if a.keyword is not None and a.keyword.value in env:
-            env[a.keyword.value] = _or_unknown(ev(a.value))
+            env[a.keyword.value] = _or_unknown(ev.value(a.value))
             given.add(a.keyword.value)
     defaults = Evaluator({}, ev.ctx, ev.depth)
     for p in params:
         if p.name.value not in given and p.default is not None:
-            env[p.name.value] = _or_unknown(defaults(p.default))
+            env[p.name.value] = _or_unknown(defaults.value(p.default))
     return env
 
 
 def _or_unknown(v: Any) -> Any:
     return UNKNOWN if v is None else v
+
+
+def _public(v: Any) -> Any:
+    """What a caller sees of a value: None for Python's None and for a tuple holding it."""
+    if v is NONE or (isinstance(v, tuple) and any(_public(x) is None for x in v)):
+        return None
+    return v
 
 
 def _ints(*vals: Any) -> bool:
