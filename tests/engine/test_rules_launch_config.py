@@ -99,6 +99,21 @@ return out
     ),
     pytest.param(
         HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+BLOCK_SIZE = triton.next_power_of_2(n_cols)
+row_kernel[(n_rows,)](x_ptr=x, out_ptr=out, n_cols=n_cols, stride=x.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+return out
+'''),
+        # every argument by keyword (fla's style): the key's argument goes after the runtime
+        # parameters, not first
+        ["def row_kernel(x_ptr, out_ptr, n_cols, stride, n_rows, BLOCK_SIZE: tl.constexpr):",
+         "BLOCK_SIZE=BLOCK_SIZE, n_rows=n_rows)\n"],
+        [],
+        id="all-keyword-launch-key-argument-after-the-runtime-parameters",
+    ),
+    pytest.param(
+        HEADER + ROW_KERNEL + wrapper('''
 out = torch.empty_like(x)
 row_kernel[(x.shape[0],)](
     x, out, x.shape[1], x.stride(0),

@@ -739,7 +739,11 @@ def _plan(
 
     added = [cu.keyword_arg(n, v) for n, v in plan.key_args.items()]
     if plan.key_args:
-        plan.edits.append((kernel.node.params, cu.insert_params(kernel, plan.positional_kept, list(plan.key_args))))
+        # after the arguments the launch still passes by position, and after the kernel's other
+        # runtime parameters where the launch passes those by keyword (fla's kernels: all of them)
+        firsts = (i for i, p in enumerate(kernel.params) if p in kernel.constexprs or p in kernel.defaults)
+        at = max(plan.positional_kept, next(firsts, len(kernel.params)))
+        plan.edits.append((kernel.node.params, cu.insert_params(kernel, at, list(plan.key_args))))
     if plan.fixed_up_to is not None:
         plan.edits.append((launch.statement, _dispatch_statement(plan, tree, plan.dropped, added)))
         return plan
