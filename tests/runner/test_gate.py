@@ -419,11 +419,8 @@ def test_one_reference_job_serves_every_candidate(executor: Executor) -> None:
     assert not any(p.name.endswith(".out.kot") for p in store.rglob("*"))  # outputs stay in memory
 
 
-def test_a_jobs_directory_holds_the_inputs_and_never_the_reference_outputs(
-    executor: Executor, tmp_path: Path
-) -> None:
-    parent = str(MODULES / "correct_add.py")
-    opts = {"time": False}
+def _reference_set(executor: Executor, parent: str, opts: dict) -> gate.ReferenceSet:
+    """The gate's reference set of `parent` for seed 0, as Executor.verify gets it."""
     key = gate.GateStore.key(parent, "cpu", None, opts)
     ref, _ = executor.gate.reference(
         lambda r, w: executor.run(r, workdir=w),
@@ -432,6 +429,14 @@ def test_a_jobs_directory_holds_the_inputs_and_never_the_reference_outputs(
         key, [0], opts,
     )  # fmt: skip
     assert ref is not None
+    return ref
+
+
+def test_a_jobs_directory_holds_the_inputs_and_never_the_reference_outputs(
+    executor: Executor, tmp_path: Path
+) -> None:
+    opts = {"time": False}
+    ref = _reference_set(executor, str(MODULES / "correct_add.py"), opts)
     plan = gate.plan(ref, [0], opts, decision=False)
     gate.stage_inputs(plan, tmp_path)
     names = sorted(p.name for p in (tmp_path / "gate-in").iterdir())
@@ -481,15 +486,8 @@ def _await(condition, seconds: float = 20.0) -> bool:
 
 
 def test_the_decider_compares_each_output_as_it_is_written(executor: Executor, tmp_path: Path) -> None:
-    parent = str(MODULES / "correct_add.py")
     opts = {"time": True}
-    key = gate.GateStore.key(parent, "cpu", None, opts)
-    ref, _ = executor.gate.reference(
-        lambda r, w: executor.run(r, workdir=w),
-        lambda need: executor._request("reference", parent, seeds=need.seeds,
-                                       options={**opts, "timed_seeds": need.timed_seeds, "alt_seeds": need.alt_seeds}),
-        key, [0], opts,
-    )  # fmt: skip
+    ref = _reference_set(executor, str(MODULES / "correct_add.py"), opts)
     plan = gate.plan(ref, [0], opts, decision=True)
     (tmp_path / "gate").mkdir()
     (tmp_path / "gate-in").mkdir()
