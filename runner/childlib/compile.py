@@ -85,7 +85,7 @@ def compile_job(request: JobRequest) -> dict[str, Any]:
 
     with watched("import"):
         module = load(path, f"kernelopt_compile_{next(_module_ids)}")
-    launches = _capture(module, request, options, target, notes)
+    launches, captured_on = _capture(module, request, options, target, notes)
     t_capture = time.perf_counter() - t0
 
     names = {a.name for launch in launches for a in launch.args}
@@ -111,6 +111,7 @@ def compile_job(request: JobRequest) -> dict[str, Any]:
         "launches": len(launches),
         "kernels": kernels,
         "capture_s": round(t_capture, 4),
+        "captured_on": captured_on,
         "total_s": round(time.perf_counter() - t0, 4),
         "notes": notes,
     }
@@ -134,7 +135,39 @@ def _check_toolchain(target: Any, text: str | None) -> None:
         )
 
 
-def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes: list[str]) -> list[Launch]:
+def _capture(
+    module: Any, request: JobRequest, options: dict, target: Any, notes: list[str]
+) -> tuple[list[Launch], str]:
+    """The launches ModelNew.forward makes on the requested cases, captured without running them.
+
+    Inputs and models go on the meta device first: shapes, strides and dtypes are all a capture
+    reads (a meta tensor's address is 0, as aligned as a device allocation), and drawing the
+    timed cases on the CPU can outlast the inputs phase (flag_gems' embedding: five tables of
+    up to 1 GB, killed after 40 s, so tiers 2 and 3 had nothing). A module whose inputs or
+    forward need values (`.item()`, `nonzero`, a CPU-only factory) or that launches nothing
+    there is captured again on the CPU, as before. Returns the launches and where they were
+    captured ("meta" or "cpu")."""
+    try:
+        return _capture_on(module, request, options, target, [], "meta"), "meta"
+    except Exception:  # noqa: BLE001 - anything the meta run cannot do, the CPU run does or says
+        pass
+    return _capture_on(module, request, options, target, notes, None), "cpu"
+
+
+def _capture_on(
+    module: Any, request: JobRequest, options: dict, target: Any, notes: list[str], meta: str | None
+) -> list[Launch]:
+    import contextlib
+
+    import torch
+
+    with torch.device(meta) if meta else contextlib.nullcontext():
+        return _capture_cases(module, request, options, target, notes, strict=meta is not None)
+
+
+def _capture_cases(
+    module: Any, request: JobRequest, options: dict, target: Any, notes: list[str], *, strict: bool
+) -> list[Launch]:
     import torch
 
     paths = [module.__file__]
@@ -156,8 +189,9 @@ def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes
         cases = [(i, all_cases[i]) for i in indices]
     seed = request.seeds[0] if request.seeds else 0
     _, new = user_call(
-        lambda: modlib.build_models(module, seed, "cpu"), what="building the models", paths=paths
-    )
+        lambda: modlib.build_models(module, seed, "meta" if strict else "cpu"), what="building the models",
+        paths=paths,
+    )  # fmt: skip
     launches: list[Launch] = []
     with torch.no_grad(), record_launches(execute=False, target=target) as rec:
         for index, inputs in cases:
@@ -165,6 +199,8 @@ def _capture(module: Any, request: JobRequest, options: dict, target: Any, notes
             try:
                 new(*inputs)
             except Exception as exc:  # outputs are garbage during capture; later code may choke on them
+                if strict:
+                    raise
                 line = modlib._user_line(exc, module.__file__)
                 if not rec.launches:
                     raise JobFailed(

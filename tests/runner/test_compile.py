@@ -15,6 +15,7 @@ from runner.protocol import JobRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "tests" / "kernels"
+MODULES = ROOT / "tests" / "modules"
 
 
 def job(name: str, **options) -> dict:
@@ -200,3 +201,22 @@ def test_it_runs_through_the_sandbox_child_entry_point() -> None:
     assert response["ok"], response["error"]
     [k] = response["result"]["kernels"]
     assert k["applied"] == ["divisibility:n"] and "ld.global.v4.b32" in k["stages"]["ptx"]
+
+
+def test_the_capture_draws_the_cases_on_the_meta_device_and_falls_back_to_the_cpu() -> None:
+    from runner.childlib.compile import compile_job
+
+    def capture(inputs: str | None) -> dict:
+        options = {"inputs": inputs} if inputs else {}
+        request = JobRequest(
+            job="compile", module=str(MODULES / "big_case_copy.py"), target="sm_90", options=options
+        )
+        return compile_job(request)
+
+    timed = capture(None)  # a 1 GiB case: shapes are all the capture reads
+    assert timed["captured_on"] == "meta" and timed["capture_s"] < 5
+    [k] = timed["kernels"]
+    assert k["name"] == "copy_kernel" and k["error"] is None
+    assert k["launch"]["grid"] == [2**18, 1, 1]
+    small = capture("verify")  # its forward reads a value first: the meta run cannot, the cpu run does
+    assert small["captured_on"] == "cpu" and small["kernels"][0]["launch"]["grid"] == [1, 1, 1]
