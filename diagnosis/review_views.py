@@ -120,6 +120,8 @@ def verification_view(outcome: CandidateOutcome | None) -> Verification:
             else f"wrong: {outcome.error_kind or 'failed'}"
             + (f": {outcome.message}" if outcome.message else ""),
         ),
+        # what the gate checked beyond the tolerance table: derived cases, a float64 judgement
+        *(("Gate", note) for note in outcome.gate_notes),
         (
             "Timing",
             "timed against its parent in the same process" if outcome.timed else "not timed on this device",

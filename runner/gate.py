@@ -426,6 +426,7 @@ class _Judge:
         self.ref, self.plan, self.jobdir = ref, p, jobdir
         self.override, self.memo = override, memo
         self.records: dict[str, CaseRecord] = {}
+        self.float64: list[str] = []  # runs that passed only against Model's float64 run, in words
 
     def read(self, key: str, suffix: str, ref_run: RefRun) -> Any:
         cap = 2 * sum(ref_run.out_sizes) + OUTPUT_SLACK_BYTES
@@ -503,6 +504,7 @@ class _Judge:
         rec.max_rel_err = max(rec.max_rel_err, cmp.max_rel_err)
         rec.rel_l2_err = max(rec.rel_l2_err, cmp.rel_l2_err)
         rec.tolerance = cmp.tolerance or rec.tolerance
+        self._note_float64(r, cmp)
         if not cmp.ok:
             raise JobFailed(cmp.kind or "incorrect", cmp.message)
         return value
@@ -526,6 +528,7 @@ class _Judge:
                 value, r.output, has_dot=r.flops > 0, override=self.override, exact=r.exact
             )
             self.memo[r.key] = (sigs, (frac, cmp_b))
+        self._note_float64(r, cmp_b)
         if frac is None:
             rec.sensitivity = "reference constant"
         elif frac > 0.5:
@@ -538,6 +541,17 @@ class _Judge:
             raise JobFailed(cmp_b.kind or "incorrect", "on other inputs: " + cmp_b.message)
         else:
             rec.sensitivity = "changes with input"
+
+    def _note_float64(self, r: RefRun, cmp: Any) -> None:
+        """Say so when `cmp` passed only against Model's float64 run."""
+        figures = (cmp.tolerance or {}).get("float64") if cmp.ok else None
+        if isinstance(figures, Mapping):
+            other = " (other inputs)" if r.variant == "alt" else ""
+            self.float64.append(
+                f"{r.spec.label}, seed {r.seed}{other}: outside the float32 tolerance of the reference, "
+                f"within its own rounding: judged against Model's float64 run, the output is "
+                f"{figures['rel_l2']:.2g} off it (relative L2) and the float32 reference {figures['ref_rel_l2']:.2g}"
+            )
 
     def dependence(self, answer: Mapping[str, Any]) -> None:
         """The launch-dependence check on the plan's perturbed runs."""
@@ -619,7 +633,7 @@ def judge(
         "checked": [s.label for s in ref.specs],
         "skipped": ref.skipped,
         "seeds": p.seeds,
-        "notes": list(ref.notes),
+        "notes": [*ref.notes, *j.float64],
     }
     if passed and final and answer and isinstance(answer.get("timing"), Mapping):
         result["timing"] = answer["timing"]

@@ -530,6 +530,10 @@ def test_a_kernel_nearer_the_exact_dot_than_torch_passes_through_the_float64_run
     outcome = executor.verify(str(path), seeds=(0,), time=False)
     assert outcome.passed, outcome.error
     assert all(c.tolerance["float64"]["rel_l2"] < 1e-6 for c in outcome.cases)
+    judged = [n for n in outcome.notes if "judged against Model's float64 run" in n]
+    assert [n.split(":")[0] for n in judged] == [
+        f"{case}, seed 0{other}" for case in ("case 0", "verify 0") for other in ("", " (other inputs)")
+    ]
     without = executor.verify(str(path), seeds=(0,), time=False, options={"exact": False})
     assert without.reason == "incorrect" and "(l2 bound 1e-05)" in without.error.message
 

@@ -220,6 +220,22 @@ def test_an_untimed_proposal_says_it_was_checked_for_correctness_only(client, re
     assert "Checked for correctness only" in page
 
 
+def test_the_review_page_says_what_the_gate_checked_beyond_the_tolerance_table(client, reviewer, proposal):
+    from diagnosis.engine.records import CandidateOutcome, CaseTiming
+    from diagnosis.engine.serialize import verification_json
+
+    note = (
+        "case 0, seed 0: outside the float32 tolerance of the reference, within its own rounding: judged "
+        "against Model's float64 run, the output is 3.3e-08 off it (relative L2) and the float32 reference 4.8e-05"
+    )
+    outcome = CandidateOutcome(correct=True, cases=(CaseTiming(0, 0.5, 1.0, 0.1),), parent_ms=(1.0,), gate_notes=(note,))
+    proposal.verification = verification_json(outcome)
+    proposal.save()
+    client.force_login(reviewer)
+    page = client.get(reverse("proposal-detail", args=[proposal.pk])).content.decode()
+    assert f"<dt>Gate</dt><dd>{note.replace(chr(39), '&#x27;')}</dd>" in page
+
+
 def test_the_review_page_shows_what_the_autotuner_chose_per_case(client, reviewer, proposal):
     from diagnosis.engine.records import CandidateOutcome, CaseTiming
     from diagnosis.engine.serialize import verification_json
