@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -227,13 +228,13 @@ return x
 
 NOOP = [
     pytest.param(
-        HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024})], key=['n'])\n"
-        + ELEMENTWISE_KERNEL + wrapper('''
+        HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024}), triton.Config({'BLOCK_SIZE': 4096})],"
+        " key=['n'])\n" + ELEMENTWISE_KERNEL + wrapper('''
 out = torch.empty_like(x)
 copy_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, out, x.numel())
 return out
 '''),
-        id="already-autotuned",
+        id="already-autotuned-over-a-space",
     ),
     pytest.param(h.source("mean_atomic.py"), id="atomics-would-accumulate-while-benchmarking"),
     pytest.param(
@@ -286,6 +287,23 @@ return out
         id="grid-size-rebound-after-the-launch",
     ),
 ]
+
+
+FIX.append(
+    pytest.param(
+        HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024})], key=['n'])\n"
+        + ELEMENTWISE_KERNEL + wrapper('''
+out = torch.empty_like(x)
+copy_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, out, x.numel())
+return out
+'''),
+        # one config tunes nothing: it is widened in place, its own config first, the key kept
+        ['configs=[\n        triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),\n',
+         'triton.Config({"BLOCK_SIZE": 8192}, num_warps=8),\n    ], key=[\'n\'])'],
+        ["configs=[triton.Config({'BLOCK_SIZE': 1024})]"],
+        id="one-config-autotune-widened",
+    )
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(("before", "present", "absent"), FIX)
@@ -829,3 +847,71 @@ def test_it_tunes_every_code_style(case: st.StyleCase) -> None:
 @pytest.mark.parametrize("case", STYLE_REFUSALS)
 def test_it_refuses_a_block_it_does_not_own(case: st.StyleCase) -> None:
     assert st.refused(FAMILY, case)
+
+
+# ---------------------------------------------------------------- widening a one-config autotune
+
+
+def _one_config(name: str) -> tuple[str, str]:
+    """(a module whose kernel is autotuned over a single config, that config): LAUNCH_CONFIG's own
+    rewrite of a case with its space cut to the first config, as a first conversion writes it."""
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source(name), h.rule_input())
+    assert rw is not None
+    configs = re.search(r"configs=\[\n(.*?)\n    \]", rw.source, re.S)
+    assert configs is not None
+    first = configs.group(1).splitlines()[0].strip().rstrip(",")
+    return rw.source.replace(configs.group(0), f"configs=[{first}]"), first
+
+
+@pytest.mark.parametrize(
+    ("name", "space"),
+    [
+        pytest.param("vec_add.py", 'triton.Config({"BLOCK_SIZE": 8192}, num_warps=8)', id="elementwise"),
+        pytest.param("matmul.py", 'triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_warps=8, '
+                     "num_stages=3)", id="gemm"),
+    ],
+)  # fmt: skip
+def test_a_one_config_autotune_is_widened_with_its_config_first(name: str, space: str) -> None:
+    before, first = _one_config(name)
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert rw is not None and rw.transform == "autotune_launch_config" and "widened the one-config" in rw.mechanism
+    assert f"configs=[\n        {first},\n" in rw.source and space in rw.source
+    assert h.parses(rw.source)
+    # nothing but the configs list changed: key, launch and grid stay
+    removed = [ln for ln in difflib.unified_diff(before.splitlines(), rw.source.splitlines(), lineterm="", n=0)
+               if ln.startswith("-") and not ln.startswith("---")]  # fmt: skip
+    assert removed == [f"-    configs=[{first}],"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        pytest.param(lambda s, c: s.replace(f"configs=[{c}]", f"configs=[{c}, {c.replace('num_warps=', 'num_stages=2, num_warps=')}]"),
+                     "two configs: already a space", id="two-configs"),
+        pytest.param(lambda s, c: s.replace(c, c[:-1] + ", pre_hook=None)"), "a pre_hook", id="pre-hook"),
+        pytest.param(lambda s, c: s.replace("tl.store(out_ptr + offsets", "tl.store(x_ptr + offsets"),
+                     "stores into what it loads", id="in-place"),
+        pytest.param(lambda s, c: s.replace("add_kernel[grid](x, y, out,", "add_kernel[grid](x, y, x,"),
+                     "one tensor passed as input and output", id="aliased-launch"),
+    ],
+)  # fmt: skip
+def test_a_one_config_autotune_is_left_alone_where_widening_is_unsafe(edit, why: str) -> None:
+    before, first = _one_config("vec_add.py")
+    changed = edit(before, first)
+    assert changed != before, why
+    assert apply_family(Family.LAUNCH_CONFIG, changed, h.rule_input()) is None, why
+
+
+def test_a_widened_autotune_is_correct_for_every_config(tmp_path: Path) -> None:
+    paths = []
+    for name in ("vec_add.py", "matmul.py"):
+        rw = apply_family(Family.LAUNCH_CONFIG, _one_config(name)[0], h.rule_input())
+        assert rw is not None
+        path = tmp_path / name
+        path.write_text(rw.source)
+        paths.append(path)
+    results = h.interp_check(paths)
+    for path in paths:
+        r = results[str(path)]
+        assert r["ok"], r["message"]
+        assert r["configs"] >= 6

@@ -8,7 +8,9 @@ way (`min(MAX_FUSED_SIZE, triton.next_power_of_2(n))`) and every tile access of 
 masked (then the step is tuned over the streaming range 1024-8192). It adds the autotune
 decorator (configs sized by the kernel's kind and the shape cases, key = the size arguments),
 removes the tuned constexprs and `num_warps`/`num_stages` from the launch and turns the grid
-into `lambda meta: (...)` with the block constants replaced by `meta["NAME"]`.
+into `lambda meta: (...)` with the block constants replaced by `meta["NAME"]`. A kernel whose
+`@triton.autotune` holds a single literal config, which tunes nothing, gets that config widened
+into the same space instead (`_widen_single_configs`, at the end of this module).
 
 Correct by construction when: the kernel is written for any power-of-two block (masked), the
 grid's only dependence on the block is through the constants it rewrites (every axis whose
@@ -34,7 +36,7 @@ from diagnosis.engine import sol
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.srcmodel import Grid, meta_reads
+from diagnosis.engine.srcmodel import Grid, meta_reads, read
 
 ELEMENTWISE_BLOCKS = (1024, 2048, 4096, 8192)
 ELEMENTWISE_WARPS = (4, 8)
@@ -133,10 +135,12 @@ def _fp32_operands(inp: RuleInput, source: str) -> bool:
     return not re.search(r"float16|bfloat16|\.half\(\)|\bhalf\b", source)
 
 
-def _gemm_configs(plan: Plan, inp: RuleInput, values: list[dict[str, Any]], source: str) -> list[str] | None:
+def _gemm_configs(
+    tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
+) -> list[str] | None:
     roles: dict[str, str] = {}
     rest: dict[str, int] = {}  # other tuned constexprs (e.g. GROUP_SIZE_M) keep their value
-    for name, v in plan.tuned.items():
+    for name, v in tuned.items():
         r = _role(name) if "BLOCK" in name.upper() or re.fullmatch(r"(?i)B[MNK]", name) else None
         if r is None:
             rest[name] = v
@@ -671,7 +675,7 @@ def _plan(
     plan.key += outside[1]
     if kernel.has_dot and tuned:
         plan.kind = "gemm"
-        configs = _gemm_configs(plan, inp, values, source)
+        configs = _gemm_configs(tuned, inp, values, source)
         if configs is None:
             plan.kind = "tiled"
             configs = _tiled_configs(tuned)
@@ -864,9 +868,10 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
     plans = [p for k in kernels.values() if inp.wants(k.name) and (p := _plan(tree, source, k, launches, inp))]
-    if not plans:
+    widen, widened, widened_names = _widen_single_configs(tree, source, kernels, launches, inp)
+    if not plans and not widen:
         return None
-    edits: list[tuple[cst.CSTNode, Any]] = []
+    edits: list[tuple[cst.CSTNode, Any]] = list(widen)
     for p in plans:
         edits.extend(p.edits)
         if p.fixed_up_to is not None:
@@ -883,13 +888,24 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
     for _ in range(3):  # removing `grid = (... BLOCK ...)` can leave `BLOCK = 1024` unread
         new = cu.remove_dead_locals(new, {p.kernel.name for p in plans}, set().union(*(p.dead for p in plans)))
     kinds = ", ".join(f"{p.kernel.name} ({p.kind}, {len(p.configs)} configs, key {p.key})" for p in plans)
+    added = (
+        f"added @triton.autotune to {kinds}; the fixed block sizes and num_warps left the launch "
+        "and the grid reads the chosen block from meta."
+        if plans
+        else ""
+    )
+    if widened:
+        added += (" " if added else "") + (
+            f"widened the one-config @triton.autotune of {', '.join(widened)}: its config stays first, "
+            "the key and the other autotune arguments are unchanged (with one config the autotuner "
+            "benchmarks nothing)."
+        )
     return Rewrite(
         source=cu.emit(new, tree),
         family=Family.LAUNCH_CONFIG,
-        kernels=tuple(p.kernel.name for p in plans),
+        kernels=(*(p.kernel.name for p in plans), *widened_names),
         mechanism=(
-            f"added @triton.autotune to {kinds}; the fixed block sizes and num_warps left the launch "
-            "and the grid reads the chosen block from meta." + "".join(
+            added + "".join(
                 f" {p.kernel.name}: problems up to {p.fixed_up_to:_} ({p.size_unit}) are launch-bound "
                 f"(speed-of-light time under {LAUNCH_BOUND_SOL_US:g} us on this device, or measured less "
                 f"than {AUTOTUNE_HEADROOM_US:g} us above it) and keep the "
@@ -898,7 +914,7 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
                 if p.fixed_up_to is not None
             )
         ),
-        effect=_effect(plans),
+        effect=" ".join(part for part in (_effect(plans), WIDEN_EFFECT if widened else "") if part),
     )
 
 
@@ -931,3 +947,125 @@ def _effect(plans: list[Plan]) -> str:
     return " ".join(parts)
 
 
+# ---------------------------------------------------------------- widen a one-config autotune
+# LAUNCH_CONFIG (widen): an `@triton.autotune` with a single config becomes a real space.
+#
+# A kernel written with one config (`configs=[triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)]`,
+# common in first conversions and LLM-written kernels) goes through the autotuner but never
+# tunes: with one config there is nothing to benchmark, so the block and warps are as fixed as a
+# literal launch, and `autotune_launch_config` refuses it because it is already autotuned. This
+# transform keeps the decorator (its key, its other arguments) and replaces the one config by
+# the space LAUNCH_CONFIG gives the same kernel kind, the original config first: elementwise
+# blocks 1024-8192 on 4 or 8 warps, GEMM tiles by operand width and problem size, or the tiled
+# space around the block.
+#
+# Correct by construction when the kernel is already correct for any config the autotuner may
+# pick, as LAUNCH_CONFIG's premise: the launch passes none of the tuned constexprs (the autotuner
+# supplies them), so the grid already reads them from `meta`. Refused: a config that is not a
+# literal (`triton.Config(kwargs)`, a `pre_hook`), values that are not powers of two, a tuned
+# constexpr that sizes no `tl.arange`, atomics (benchmarking runs would accumulate), and a kernel
+# that stores into a tensor it loads unless the autotuner already restores it (`restore_value`):
+# one config was never benchmarked, several are.
+
+WIDEN_OPTIONS = ("num_warps", "num_stages")
+WIDEN_EFFECT = (
+    "With a single config the autotuner benchmarks nothing: the block and warps were as fixed as a "
+    "literal launch; the space lets it pick per shape (gain depends on the shape; measured by the gate)."
+)
+
+
+def _single_config(call: cst.Call, names: Any) -> tuple[cst.List, dict[str, int], int, int | None] | None:
+    """(the configs list, the config's constexpr values, warps, stages) of `autotune(configs=[one])`."""
+    configs = read.arg(call, "configs", 0)
+    if not isinstance(configs, cst.List) or len(configs.elements) != 1:
+        return None
+    config = configs.elements[0].value
+    if not read.is_call(config, "triton.Config", "Config", names=names):
+        return None
+    assert isinstance(config, cst.Call)
+    kwargs = read.arg(config, "kwargs", 0)
+    if not isinstance(kwargs, cst.Dict):
+        return None
+    values: dict[str, int] = {}
+    for el in kwargs.elements:
+        key = read.string_literal(el.key) if isinstance(el, cst.DictElement) else None
+        value = read.int_literal(el.value) if isinstance(el, cst.DictElement) else None
+        if key is None or value is None:
+            return None
+        values[key] = value
+    options: dict[str, int] = {}
+    for a in config.args[1:]:
+        value = read.int_literal(a.value)
+        if a.keyword is None or a.keyword.value not in WIDEN_OPTIONS or value is None:
+            return None  # a pre_hook, maxnreg, a computed option: not ours to rewrite
+        options[a.keyword.value] = value
+    return configs, values, options.get("num_warps", 4), options.get("num_stages")
+
+
+def _widened_space(
+    kernel: cu.Kernel, tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
+) -> tuple[str, list[str]]:
+    """The kind and the space `autotune_launch_config` would give the kernel's tuned blocks."""
+    if kernel.has_dot:
+        configs = _gemm_configs(tuned, inp, values, source)
+        if configs is not None:
+            return "gemm", configs
+    if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
+        (name,) = tuned
+        return "elementwise", [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
+    return "tiled", _tiled_configs(tuned, _tile_axes(kernel))
+
+
+def _configs_list(configs: list[str]) -> cst.List:
+    text = "[\n" + "".join(f"        {c},\n" for c in configs) + "    ]"
+    node = cu.expr(text)
+    assert isinstance(node, cst.List)
+    return node
+
+
+def _widen_single_configs(
+    tree: cst.Module, source: str, kernels: dict[str, cu.Kernel], launches: list[cu.Launch], inp: RuleInput
+) -> tuple[list[tuple[cst.CSTNode, Any]], list[str], list[str]]:
+    """(edits, "kernel (kind, n configs)" descriptions, kernel names) for every wanted kernel
+    whose @triton.autotune holds one config that can be widened."""
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    done: list[str] = []
+    names: list[str] = []
+    for kernel in kernels.values():
+        if not inp.wants(kernel.name) or kernel.handles or kernel.atomics:
+            continue
+        tune = next(
+            (
+                d.decorator
+                for d in kernel.node.decorators
+                if isinstance(d.decorator, cst.Call)
+                and read.dotted(read.decorator_target(d), kernel.names) == "triton.autotune"
+            ),
+            None,
+        )
+        found = _single_config(tune, kernel.names) if tune is not None else None
+        if found is None:
+            continue
+        configs, tuned, warps, stages = found
+        blocks = _arange_sizes(kernel)
+        if not tuned or not all(_pow2(v) and name in blocks for name, v in tuned.items()):
+            continue
+        mine = [launch for launch in launches if launch.kernel == kernel.name]
+        loads, stores = cu.memory_params(kernel)
+        aliased = False  # one wrapper expression passed for a loaded and a stored parameter
+        for launch in mine:
+            passed = {p: cu.code(a.value) for p, a in launch.bound_args(kernel).items()}
+            read_there = {passed[p] for p in loads if p in passed}
+            aliased |= any(passed.get(p) in read_there for p in stores)
+        in_place = "?" in stores or "?" in loads or bool(stores & loads) or aliased
+        if in_place and read.arg(tune, "restore_value") is None:
+            continue  # benchmarking runs would read their own output
+        values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
+        kind, extra = _widened_space(kernel, tuned, inp, values, source)
+        widened = list(dict.fromkeys([_config(tuned, warps, stages), *extra]))
+        if len(widened) < 2:
+            continue
+        edits.append((configs, _configs_list(widened)))
+        done.append(f"{kernel.name} ({kind}, {len(widened)} configs)")
+        names.append(kernel.name)
+    return edits, done, names
