@@ -23,7 +23,8 @@ float32 is a float64). That output says how far the float32 reference itself is 
 exact answer: a long float32 sum or dot whose terms cancel is off by far more than the
 float32 tolerance, and a candidate as accurate as the reference must not be failed for it
 (runner/compare.py, `within_reference_error`). A Model that cannot run in float64 (an op
-without a float64 kernel, a dtype check) just has no exact output; the run says why.
+without a float64 kernel, an output of another structure) just has no exact output: its run's
+record says `"exact": false`, and its comparisons keep the float32 table alone.
 
 Options: seeds (the request's), timed_seeds (seeds on which the timed cases run; default all),
 alt_seeds (seeds that also get the alt variant), cpu_max_elements, derive (default true), exact
