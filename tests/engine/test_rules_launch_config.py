@@ -385,10 +385,11 @@ return x
     assert "copy_kernel[(triton.cdiv(n, 1024),)](x, tmp, n, BLOCK_SIZE=1024)" in rw.source
 
 
-def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
+def _correct_for_every_config(tmp_path: Path, befores: dict[str, str]) -> None:
+    """Each module's LAUNCH_CONFIG rewrite, checked under the interpreter with every config."""
     paths = []
-    for name in ("vec_add.py", "matmul.py", "softmax_loops.py"):
-        rw = apply_family(Family.LAUNCH_CONFIG, h.source(name), h.rule_input())
+    for name, before in befores.items():
+        rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
         assert rw is not None
         path = tmp_path / name
         path.write_text(rw.source)
@@ -398,6 +399,10 @@ def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
         r = results[str(path)]
         assert r["ok"], r["message"]
         assert r["configs"] >= 6
+
+
+def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
+    _correct_for_every_config(tmp_path, {n: h.source(n) for n in ("vec_add.py", "matmul.py", "softmax_loops.py")})
 
 
 @pytest.mark.parametrize(
@@ -903,15 +908,4 @@ def test_a_one_config_autotune_is_left_alone_where_widening_is_unsafe(edit, why:
 
 
 def test_a_widened_autotune_is_correct_for_every_config(tmp_path: Path) -> None:
-    paths = []
-    for name in ("vec_add.py", "matmul.py"):
-        rw = apply_family(Family.LAUNCH_CONFIG, _one_config(name)[0], h.rule_input())
-        assert rw is not None
-        path = tmp_path / name
-        path.write_text(rw.source)
-        paths.append(path)
-    results = h.interp_check(paths)
-    for path in paths:
-        r = results[str(path)]
-        assert r["ok"], r["message"]
-        assert r["configs"] >= 6
+    _correct_for_every_config(tmp_path, {n: _one_config(n)[0] for n in ("vec_add.py", "matmul.py")})
