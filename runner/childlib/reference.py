@@ -24,7 +24,8 @@ exact answer: a long float32 sum or dot whose terms cancel is off by far more th
 float32 tolerance, and a candidate as accurate as the reference must not be failed for it
 (runner/compare.py, `within_reference_error`). A Model that cannot run in float64 (an op
 without a float64 kernel, an output of another structure) just has no exact output: its run's
-record says `"exact": false`, and its comparisons keep the float32 table alone.
+record says `"exact": false`, and its comparisons keep the float32 table alone. Nor is one kept
+where the float32 output is the float64 one rounded (element-wise work): nothing to allow.
 
 Options: seeds (the request's), timed_seeds (seeds on which the timed cases run; default all),
 alt_seeds (seeds that also get the alt variant), cpu_max_elements, derive (default true), exact
@@ -105,23 +106,32 @@ def wants_exact(inputs: Sequence[Any], out: Any) -> bool:
     return any(t.dtype == torch.float32 for t in flatten(out))
 
 
-def run_exact(module: types.ModuleType, seed: int, inputs: list[Any], out: Any, backend: Backend) -> Any:
-    """Model (built from `seed`, in float64) on `inputs` with float32 tensors cast to float64;
-    None where it raises or its output's structure differs from `out`'s (then no exact bound)."""
+def run_exact(
+    module: types.ModuleType, seed: int, inputs: list[Any], out: Any, backend: Backend, models: dict[int, Any]
+) -> Any:
+    """Model (built from `seed`, in float64; kept in `models` for the seed's other runs) on
+    `inputs` with float32 tensors cast to float64. None where it raises, where its output's
+    structure differs from `out`'s (then no exact bound), or where every float32 output of the
+    reference is the float64 one rounded (element-wise work: the reference has no error to allow,
+    and the file would only cost its write)."""
     import torch
 
     def widen(x: Any) -> Any:
         return x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
 
     try:
-        ref = build_reference(module, seed, backend.device).double()
+        if seed not in models:
+            models.clear()
+            models[seed] = build_reference(module, seed, backend.device).double()
         with torch.no_grad():
-            exact = ref(*[widen(x) for x in clone_inputs(inputs)])
+            exact = models[seed](*[widen(x) for x in clone_inputs(inputs)])
         backend.synchronize()
     except Exception:  # an op without a float64 kernel: the run keeps its float32 bound
         return None
     got, want = flatten(exact), flatten(out)
     if len(got) != len(want) or any(g.shape != w.shape for g, w in zip(got, want, strict=True)):
+        return None
+    if all(torch.equal(g.to(w.dtype), w) for g, w in zip(got, want, strict=True) if w.dtype == torch.float32):
         return None
     return exact
 
@@ -198,6 +208,8 @@ def reference_job(req: JobRequest, backend: Backend, module: types.ModuleType) -
     derivations: list[derive.Derivation] = []
     derived_specs: list[CaseSpec] = []
 
+    models64: dict[int, Any] = {}  # the float64 Model of the seed being run
+
     def run(ref: Any, spec: CaseSpec, seed: int, variant: str, inputs: list[Any]) -> Any:
         key = run_key(spec.label, seed, variant)
         with phase("handoff"):
@@ -212,7 +224,7 @@ def reference_job(req: JobRequest, backend: Backend, module: types.ModuleType) -
         exact = None
         if opts.get("exact", True) and wants_exact(device_inputs, out):
             with phase("reference"):
-                exact = run_exact(module, seed, device_inputs, out, backend)
+                exact = run_exact(module, seed, device_inputs, out, backend, models64)
             if exact is not None:
                 with phase("handoff"):
                     tensordata.write(gate_file(key, "exact"), exact)
@@ -288,6 +300,7 @@ def reference_job(req: JobRequest, backend: Backend, module: types.ModuleType) -
                 else:
                     result["alt_unavailable"].append([spec.label, seed])
         del ref, outputs
+        models64.clear()
         backend.empty_cache()
     result["selected"] = [s.to_json() for s in (*selected, *derived_specs)]
     return result

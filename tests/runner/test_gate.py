@@ -485,6 +485,14 @@ def _await(condition, seconds: float = 20.0) -> bool:
     return True
 
 
+def test_the_float64_run_is_kept_only_where_the_float32_reference_is_off_it(executor: Executor) -> None:
+    opts = {"time": False}
+    rounded = _reference_set(executor, str(MODULES / "correct_add.py"), opts)  # x * a + y: one rounding
+    assert rounded.runs and all(r.exact_path is None for r in rounded.runs.values())
+    off = _reference_set(executor, str(MODULES / "correct_cancelling_dot.py"), opts)
+    assert off.runs and all(r.exact_path is not None and r.exact_path.exists() for r in off.runs.values())
+
+
 def test_the_decider_compares_each_output_as_it_is_written(executor: Executor, tmp_path: Path) -> None:
     opts = {"time": True}
     ref = _reference_set(executor, str(MODULES / "correct_add.py"), opts)
