@@ -202,6 +202,28 @@ def _tiled_configs(tuned: dict[str, int], tile_axes: set[str] = frozenset()) -> 
     return out[:MAX_CONFIGS]
 
 
+def _block_space(
+    kernel: cu.Kernel, tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
+) -> tuple[str, list[str]]:
+    """The kind ("gemm", "elementwise", "tiled") and the configs for the kernel's tuned blocks."""
+    if kernel.has_dot:
+        configs = _gemm_configs(tuned, inp, values, source)
+        return ("gemm", configs) if configs is not None else ("tiled", _tiled_configs(tuned))
+    if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
+        (name,) = tuned
+        return "elementwise", [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
+    return "tiled", _tiled_configs(tuned, _tile_axes(kernel))
+
+
+def _read_back(kernel: cu.Kernel, launch: cu.Launch, loads: set[str], stores: set[str]) -> list[str]:
+    """Parameters the kernel stores that the launch also reads: the same parameter, or the same
+    wrapper expression passed for a loaded one (in place: benchmarking runs would read their own
+    output unless the autotuner restores them)."""
+    passed = {p: cu.code(a.value) for p, a in launch.bound_args(kernel).items()}
+    read_there = {passed[p] for p in loads if p in passed}
+    return sorted(p for p in stores if p in loads or passed.get(p) in read_there)
+
+
 def _arange_sizes(kernel: cu.Kernel) -> set[str]:
     """The sizes of the kernel's `tl.arange` blocks, as written."""
     return {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
@@ -660,10 +682,7 @@ def _plan(
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
-    # in place (a tensor loaded and stored): benchmarking runs would read their own output
-    passed = {p: cu.code(a.value) for p, a in bound.items()}
-    read = {passed[p] for p in loads if p in passed}
-    plan.restore = sorted(p for p in stores if p in loads or passed.get(p) in read)
+    plan.restore = _read_back(kernel, launch, loads, stores)
     # the launch loses the tuned constexprs (by position or keyword) and the launch options;
     # positional arguments after a dropped one are passed by keyword so they bind as before
     plan.dropped, plan.keywords = cu.unbind_args(launch, kernel, set(tuned))
@@ -673,24 +692,13 @@ def _plan(
     if outside is None or (outside[0] and not _add_key_args(plan, outside[0])):
         return None  # the autotuner could not tell apart problems the grid tells apart
     plan.key += outside[1]
-    if kernel.has_dot and tuned:
-        plan.kind = "gemm"
-        configs = _gemm_configs(tuned, inp, values, source)
-        if configs is None:
-            plan.kind = "tiled"
-            configs = _tiled_configs(tuned)
-    elif not tuned:
+    if not tuned:
         if not rowwise:
             return None
         plan.kind = "row"
         configs = [_config({}, w) for w in ROW_WARPS]
-    elif len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
-        plan.kind = "elementwise"
-        (name,) = tuned
-        configs = [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
     else:
-        plan.kind = "tiled"
-        configs = _tiled_configs(tuned, _tile_axes(kernel))
+        plan.kind, configs = _block_space(kernel, tuned, inp, values, source)
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run. (A loop
@@ -847,11 +855,15 @@ class _Apply(cst.CSTTransformer):
         return new
 
 
+def _configs_text(configs: list[str]) -> str:
+    """`[` then one config per line, as the autotune decorator's `configs=` argument reads."""
+    return "[\n" + "".join(f"        {c},\n" for c in configs) + "    ]"
+
+
 def _autotune_args(plan: Plan) -> str:
-    configs = "".join(f"        {c},\n" for c in plan.configs)
     keys = ", ".join(f'"{k}"' for k in plan.key)
     restore = ", ".join(f'"{p}"' for p in plan.restore)
-    return f"(\n    configs=[\n{configs}    ],\n    key=[{keys}],\n" + (
+    return f"(\n    configs={_configs_text(plan.configs)},\n    key=[{keys}],\n" + (
         f"    restore_value=[{restore}],\n)" if plan.restore else ")"
     )
 
@@ -1002,23 +1014,8 @@ def _single_config(call: cst.Call, names: Any) -> tuple[cst.List, dict[str, int]
     return configs, values, options.get("num_warps", 4), options.get("num_stages")
 
 
-def _widened_space(
-    kernel: cu.Kernel, tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
-) -> tuple[str, list[str]]:
-    """The kind and the space `autotune_launch_config` would give the kernel's tuned blocks."""
-    if kernel.has_dot:
-        configs = _gemm_configs(tuned, inp, values, source)
-        if configs is not None:
-            return "gemm", configs
-    if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
-        (name,) = tuned
-        return "elementwise", [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
-    return "tiled", _tiled_configs(tuned, _tile_axes(kernel))
-
-
 def _configs_list(configs: list[str]) -> cst.List:
-    text = "[\n" + "".join(f"        {c},\n" for c in configs) + "    ]"
-    node = cu.expr(text)
+    node = cu.expr(_configs_text(configs))
     assert isinstance(node, cst.List)
     return node
 
@@ -1052,16 +1049,11 @@ def _widen_single_configs(
             continue
         mine = [launch for launch in launches if launch.kernel == kernel.name]
         loads, stores = cu.memory_params(kernel)
-        aliased = False  # one wrapper expression passed for a loaded and a stored parameter
-        for launch in mine:
-            passed = {p: cu.code(a.value) for p, a in launch.bound_args(kernel).items()}
-            read_there = {passed[p] for p in loads if p in passed}
-            aliased |= any(passed.get(p) in read_there for p in stores)
-        in_place = "?" in stores or "?" in loads or bool(stores & loads) or aliased
+        in_place = "?" in stores or "?" in loads or any(_read_back(kernel, launch, loads, stores) for launch in mine)
         if in_place and read.arg(tune, "restore_value") is None:
             continue  # benchmarking runs would read their own output
         values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
-        kind, extra = _widened_space(kernel, tuned, inp, values, source)
+        kind, extra = _block_space(kernel, tuned, inp, values, source)
         widened = list(dict.fromkeys([_config(tuned, warps, stages), *extra]))
         if len(widened) < 2:
             continue
