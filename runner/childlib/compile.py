@@ -147,26 +147,18 @@ def _capture(
     forward need values (`.item()`, `nonzero`, a CPU-only factory) or that launches nothing
     there is captured again on the CPU, as before. Returns the launches and where they were
     captured ("meta" or "cpu")."""
-    try:
-        return _capture_on(module, request, options, target, [], "meta"), "meta"
-    except Exception:  # noqa: BLE001 - anything the meta run cannot do, the CPU run does or says
-        pass
-    return _capture_on(module, request, options, target, notes, None), "cpu"
-
-
-def _capture_on(
-    module: Any, request: JobRequest, options: dict, target: Any, notes: list[str], meta: str | None
-) -> list[Launch]:
-    import contextlib
-
     import torch
 
-    with torch.device(meta) if meta else contextlib.nullcontext():
-        return _capture_cases(module, request, options, target, notes, strict=meta is not None)
+    try:
+        with torch.device("meta"):
+            return _capture_cases(module, request, options, target, [], on_meta=True), "meta"
+    except Exception:  # noqa: BLE001 - anything the meta run cannot do, the CPU run does or says
+        pass
+    return _capture_cases(module, request, options, target, notes, on_meta=False), "cpu"
 
 
 def _capture_cases(
-    module: Any, request: JobRequest, options: dict, target: Any, notes: list[str], *, strict: bool
+    module: Any, request: JobRequest, options: dict, target: Any, notes: list[str], *, on_meta: bool
 ) -> list[Launch]:
     import torch
 
@@ -189,7 +181,7 @@ def _capture_cases(
         cases = [(i, all_cases[i]) for i in indices]
     seed = request.seeds[0] if request.seeds else 0
     _, new = user_call(
-        lambda: modlib.build_models(module, seed, "meta" if strict else "cpu"), what="building the models",
+        lambda: modlib.build_models(module, seed, "meta" if on_meta else "cpu"), what="building the models",
         paths=paths,
     )  # fmt: skip
     launches: list[Launch] = []
@@ -199,7 +191,7 @@ def _capture_cases(
             try:
                 new(*inputs)
             except Exception as exc:  # outputs are garbage during capture; later code may choke on them
-                if strict:
+                if on_meta:  # a value the meta run cannot give: the cpu run will
                     raise
                 line = modlib._user_line(exc, module.__file__)
                 if not rec.launches:
