@@ -888,6 +888,35 @@ def test_a_one_config_autotune_is_widened_with_its_config_first(name: str, space
     assert removed == [f"-    configs=[{first}],"]
 
 
+# Triton's matmul tutorial as its autotuner ships it, cut to one config: a group size beside the
+# blocks, every argument but the tiles by position
+TUTORIAL_ONE_CONFIG = (
+    st.source("matmul_tutorial.py")
+    .replace(
+        "@triton.jit\ndef matmul_kernel(",
+        "@triton.autotune(\n    configs=[triton.Config({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, "
+        "'GROUP_SIZE_M': 8}, num_stages=2)],\n    key=['M', 'N', 'K'],\n)\n@triton.jit\ndef matmul_kernel(",
+    )
+    .replace("        64, 64, 32, 8,\n", "")
+    .replace("        num_stages=2,\n", "")
+)
+
+
+def test_a_one_config_autotune_keeps_a_group_size_beside_its_gemm_tiles(tmp_path: Path) -> None:
+    assert "64, 64, 32, 8" not in TUTORIAL_ONE_CONFIG and "GROUP_SIZE_M': 8}" in TUTORIAL_ONE_CONFIG
+    rw = apply_family(Family.LAUNCH_CONFIG, TUTORIAL_ONE_CONFIG, st.rule_input(st.StyleCase(TUTORIAL_ONE_CONFIG, "matmul_tutorial.py")))
+    assert rw is not None and "widened the one-config" in rw.mechanism
+    assert (
+        'triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, '
+        "num_warps=4, num_stages=2)" in rw.source
+    )
+    assert '"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}' in rw.source
+    path = tmp_path / "matmul_tutorial.py"
+    path.write_text(rw.source)
+    result = h.interp_check([path])[str(path)]
+    assert result["ok"], result["message"]
+
+
 @pytest.mark.parametrize(
     ("edit", "why"),
     [

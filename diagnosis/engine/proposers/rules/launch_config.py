@@ -24,6 +24,7 @@ one wrapper expression passed for a loaded and a stored parameter) is named in t
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections.abc import Iterator
@@ -709,7 +710,7 @@ def _plan(
         _launch_int(launch, "num_warps", bindings, consts) or 4,
         _launch_int(launch, "num_stages", bindings, consts),
     )
-    configs = list(dict.fromkeys([own, *configs]))
+    configs = _distinct([own, *configs])
     if len(configs) < 2:
         return None
     plan.configs = configs
@@ -855,6 +856,25 @@ class _Apply(cst.CSTTransformer):
         return new
 
 
+def _distinct(configs: list[str]) -> list[str]:
+    """`configs` in order without repeats, whatever order each spells its blocks in (the
+    parent's `{"BM": 128, "BK": 64, "BN": 256}` is the GEMM table's `{"BM": 128, "BN": 256, ...}`)."""
+
+    def same(config: str) -> tuple:
+        call = ast.parse(config, mode="eval").body
+        assert isinstance(call, ast.Call)
+        blocks = ast.literal_eval(call.args[0])
+        return tuple(sorted(blocks.items())), tuple(sorted((k.arg, ast.literal_eval(k.value)) for k in call.keywords))
+
+    seen: set[tuple] = set()
+    out = []
+    for c in configs:
+        if (key := same(c)) not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
 def _configs_text(configs: list[str]) -> str:
     """`[` then one config per line, as the autotune decorator's `configs=` argument reads."""
     return "[\n" + "".join(f"        {c},\n" for c in configs) + "    ]"
@@ -974,8 +994,9 @@ def _effect(plans: list[Plan]) -> str:
 # Correct by construction when the kernel is already correct for any config the autotuner may
 # pick, as LAUNCH_CONFIG's premise: the launch passes none of the tuned constexprs (the autotuner
 # supplies them), so the grid already reads them from `meta`. Refused: a config that is not a
-# literal (`triton.Config(kwargs)`, a `pre_hook`), values that are not powers of two, a tuned
-# constexpr that sizes no `tl.arange`, atomics (benchmarking runs would accumulate), and a kernel
+# literal (`triton.Config(kwargs)`, a `pre_hook`), block values that are not powers of two, a
+# constexpr beside the blocks (a group size: fla's matmul, Triton's tutorial) unless the GEMM
+# space keeps its value, atomics (benchmarking runs would accumulate), and a kernel
 # that stores into a tensor it loads unless the autotuner already restores it (`restore_value`):
 # one config was never benchmarked, several are.
 
@@ -1044,8 +1065,8 @@ def _widen_single_configs(
         if found is None:
             continue
         configs, tuned, warps, stages = found
-        blocks = _arange_sizes(kernel)
-        if not tuned or not all(_pow2(v) and name in blocks for name, v in tuned.items()):
+        sized = {n for n in tuned if n in _arange_sizes(kernel)}
+        if not sized or not all(_pow2(tuned[n]) for n in sized):
             continue
         mine = [launch for launch in launches if launch.kernel == kernel.name]
         loads, stores = cu.memory_params(kernel)
@@ -1054,7 +1075,9 @@ def _widen_single_configs(
             continue  # benchmarking runs would read their own output
         values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
         kind, extra = _block_space(kernel, tuned, inp, values, source)
-        widened = list(dict.fromkeys([_config(tuned, warps, stages), *extra]))
+        if sized != set(tuned) and kind != "gemm":
+            continue  # a group size or flag beside the blocks: only the GEMM space keeps its value
+        widened = _distinct([_config(tuned, warps, stages), *extra])
         if len(widened) < 2:
             continue
         edits.append((configs, _configs_list(widened)))
