@@ -153,6 +153,56 @@ def test_it_records_what_autotune_and_heuristics_supply() -> None:
     assert list(plain.defaults) == ["BLOCK"]
 
 
+FACTORY = """
+import triton
+import triton.language as tl
+
+
+def tuner(configs, key, restore_value=None, strategy="log"):
+    \"\"\"The project's autotuner.\"\"\"
+    return triton.autotune(configs, key, restore_value=restore_value)
+
+
+def guess(values):
+    return triton.heuristics(values)
+
+
+def {other}
+
+
+@tuner([triton.Config({{"BLOCK": 128}})], ["n"])
+@guess({{"EVEN": lambda args: args["n"] % 128 == 0}})
+@triton.jit
+def a(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+@other(configs=[triton.Config({{"BLOCK": 128}})], key=["n"])
+@triton.jit
+def b(x_ptr, n, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+"""
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param("other(key, configs):\n    return triton.autotune(configs, key)", id="arguments-reordered"),
+        pytest.param("other(configs, key):\n    return triton.autotune(configs[:2], key)", id="configs-changed"),
+        pytest.param("other(configs, key):\n    print(key)\n    return triton.autotune(configs, key)", id="more-than-return"),
+        pytest.param("other(configs, key, **kw):\n    return triton.autotune(configs, key, **kw)", id="star-args"),
+        pytest.param("other(configs, key):\n    return triton.autotune(configs, key, warmup=5)", id="own-value"),
+    ],
+)  # fmt: skip
+def test_a_function_that_only_forwards_to_autotune_or_heuristics_is_read_as_it(other: str) -> None:
+    m = model_of(FACTORY.format(other=other))
+    a, b = m.kernels["a"], m.kernels["b"]
+    assert a.decorators == ("triton.autotune", "triton.heuristics", "triton.jit")
+    assert a.autotuned and a.supplied == {"BLOCK": "autotune", "EVEN": "heuristics"}
+    # a function that does anything but pass its own arguments on stays an unknown decorator
+    assert b.decorators == ("other", "triton.jit") and not b.autotuned and b.supplied == {}
+
+
 HELPER = src(
     """
     import torch

@@ -6,6 +6,11 @@ reader of the model compares names in one vocabulary: `tl.X` for `triton.languag
 `triton.X` for the rest of Triton (`triton.jit`, `triton.autotune`, `triton.cdiv`), whatever the
 module wrote. A name the module does not import is read as written.
 
+A module-level function that only forwards its own arguments to Triton's autotuner or heuristics
+(flag_gems' `libtuner`, a project's `def autotune(configs, key, **kw): return
+triton.autotune(configs, key, **kw)`) is read as that decorator: `@libtuner(configs=..., key=...)`
+is an `@triton.autotune` whose `configs` and `key` are where Triton's are.
+
 Rewrites write new code in that vocabulary; `respell` makes it valid in the module it goes to
 (`tl.arange` becomes `lang.arange` there, or an import is added).
 """
@@ -13,7 +18,7 @@ Rewrites write new code in that vocabulary; `respell` makes it valid in the modu
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -49,10 +54,13 @@ class Names:
     imports: dict[str, str]
     bound: frozenset[str]  # names bound at module level or by any import
     heads: frozenset[str] = frozenset()  # of tl, triton, torch: those the module's code reads
+    factories: dict[str, str] = field(default_factory=dict)  # local function -> the decorator it forwards to
 
     def resolve(self, text: str) -> str:
         """`lang.load` -> `tl.load`; a head the module does not import stays as written."""
         head, dot, rest = text.partition(".")
+        if not dot and head in self.factories:
+            return self.factories[head]
         full = self.imports.get(head)
         if full is None:
             return text
@@ -103,7 +111,62 @@ def collect(tree: cst.Module) -> Names:
                         bound |= {n.value for n in _names(t.target)}
                 elif isinstance(small, cst.AnnAssign):
                     bound |= {n.value for n in _names(small.target)}
-    return Names(imports, frozenset(bound), frozenset(_used_heads(tree)))
+    names = Names(imports, frozenset(bound), frozenset(_used_heads(tree)))
+    names.factories.update(_factories(tree, names))
+    return names
+
+
+# The decorators a forwarding factory may stand for, with the parameters Triton takes by position.
+_FORWARDED = {"triton.autotune": ("configs", "key"), "triton.heuristics": ("values",)}
+
+
+def _factories(tree: cst.Module, names: Names) -> dict[str, str]:
+    """Module-level functions whose body (a docstring aside) is `return D(...)` for a decorator D
+    of `_FORWARDED`, passing only their own parameters: the positional ones at D's positions under
+    the same names, keywords as `name=name`."""
+    out: dict[str, str] = {}
+    for st in tree.body:
+        if not isinstance(st, cst.FunctionDef) or st.decorators:
+            continue
+        body = (
+            [s for s in st.body.body if not _is_docstring(s)]
+            if isinstance(st.body, cst.IndentedBlock)
+            else []
+        )
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+            continue
+        ret = body[0].body[0]
+        if not (isinstance(ret, cst.Return) and isinstance(ret.value, cst.Call)):
+            continue
+        target = names.resolve(_dotted(ret.value.func))
+        if target in _FORWARDED and _forwards(st, ret.value, _FORWARDED[target]):
+            out[st.name.value] = target
+    return out
+
+
+def _forwards(fn: cst.FunctionDef, call: cst.Call, positional: tuple[str, ...]) -> bool:
+    params = [p.name.value for p in fn.params.params]
+    if params[: len(positional)] != list(positional) or fn.params.posonly_params:
+        return False
+    given = {*params, *(p.name.value for p in fn.params.kwonly_params)}
+    for i, a in enumerate(call.args):
+        if not isinstance(a.value, cst.Name) or a.star:
+            return False
+        if a.keyword is None:
+            if i >= len(positional) or a.value.value != positional[i]:
+                return False
+        elif a.keyword.value != a.value.value or a.value.value not in given:
+            return False
+    return True
+
+
+def _is_docstring(st: cst.BaseStatement) -> bool:
+    return (
+        isinstance(st, cst.SimpleStatementLine)
+        and len(st.body) == 1
+        and isinstance(st.body[0], cst.Expr)
+        and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def _dotted(node: cst.CSTNode) -> str:
