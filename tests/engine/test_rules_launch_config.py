@@ -299,7 +299,7 @@ return out
 '''),
         # one config tunes nothing: it is widened in place, its own config first, the key kept
         ['configs=[\n        triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),\n',
-         'triton.Config({"BLOCK_SIZE": 8192}, num_warps=8),\n    ], key=[\'n\'])'],
+         'triton.Config({"BLOCK_SIZE": 8192}, num_warps=8),\n    ],\n    key=[\'n\'],\n)\n@triton.jit'],
         ["configs=[triton.Config({'BLOCK_SIZE': 1024})]"],
         id="one-config-autotune-widened",
     )
@@ -922,7 +922,9 @@ def test_a_one_config_autotune_keeps_a_group_size_beside_its_gemm_tiles(tmp_path
     [
         pytest.param(lambda s, c: s.replace(f"configs=[{c}]", f"configs=[{c}, {c.replace('num_warps=', 'num_stages=2, num_warps=')}]"),
                      "two configs: already a space", id="two-configs"),
-        pytest.param(lambda s, c: s.replace(c, c[:-1] + ", pre_hook=None)"), "a pre_hook", id="pre-hook"),
+        pytest.param(lambda s, c: s.replace(c, c[:-1] + ", pre_hook=HOOKS[0])"), "a computed pre_hook", id="pre-hook"),
+        pytest.param(lambda s, c: s.replace(f"configs=[{c}]", f"configs=[{c}, {c}][:1]"),
+                     "a computed config on a kernel that is not a GEMM: no values to widen", id="computed"),
         pytest.param(lambda s, c: s.replace("tl.store(out_ptr + offsets", "tl.store(x_ptr + offsets"),
                      "stores into what it loads", id="in-place"),
         pytest.param(lambda s, c: s.replace("add_kernel[grid](x, y, out,", "add_kernel[grid](x, y, x,"),
@@ -936,5 +938,56 @@ def test_a_one_config_autotune_is_left_alone_where_widening_is_unsafe(edit, why:
     assert apply_family(Family.LAUNCH_CONFIG, changed, h.rule_input()) is None, why
 
 
+TMA_COMPUTED = h.source("matmul_tma.py")
+TMA_LITERAL = h.variant(
+    TMA_COMPUTED,
+    (
+        '@tuner(configs=[c for c in tma_configs() if c.kwargs["BLOCK_M"] == 32][:1], key=["M", "N", "K"])',
+        "@triton.autotune(\n"
+        '    configs=[triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4, pre_hook=set_block_shapes)],\n'
+        '    key=["M", "N", "K"],\n'
+        ")",
+    ),
+)
+HOOKED = re.compile(r"^        triton\.Config\(.*, pre_hook=set_block_shapes\),$", re.M)
+
+
+@pytest.mark.parametrize(
+    ("before", "first"),
+    [
+        pytest.param(TMA_COMPUTED, None, id="computed-through-a-forwarding-factory"),
+        pytest.param(TMA_LITERAL, 'triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4, '
+                     "pre_hook=set_block_shapes)", id="literal"),
+    ],
+)  # fmt: skip
+def test_a_one_config_autotune_with_a_pre_hook_is_widened_with_the_hook_on_every_config(
+    before: str, first: str | None
+) -> None:
+    """A TMA GEMM whose pre_hook sets the descriptors' blocks: every config of the space keeps the
+    hook; a list the module computes and cuts to one entry (`[...][:1]`) is replaced whole."""
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert rw is not None and "widened the one-config" in rw.mechanism and "pre_hook=set_block_shapes" in rw.mechanism
+    configs = re.search(r"    configs=\[\n(.*?\n)    \],\n", rw.source, re.S)
+    assert configs is not None
+    lines = configs.group(1).splitlines()
+    assert len(lines) >= 6 and all(HOOKED.match(ln) for ln in lines), lines
+    assert '"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64' in configs.group(1)
+    assert (lines[0].strip() == f"{first},") if first else "tma_configs()" not in configs.group(1)
+    assert '    key=["M", "N", "K"],\n)\n@triton.jit' in rw.source
+    assert ("@tuner(\n" in rw.source) == (first is None)
+
+
+def test_a_pre_hook_widening_is_refused_where_the_hook_is_not_one_name() -> None:
+    two = h.variant(
+        TMA_COMPUTED,
+        ("[c for c in tma_configs() if", "[c for c in tma_configs() + tma_configs(pre_hook=other_hook) if"),
+        ("def _descriptor(t):", "def other_hook(nargs):\n    pass\n\n\ndef _descriptor(t):"),
+    )
+    assert apply_family(Family.LAUNCH_CONFIG, two, h.rule_input()) is None
+    computed = h.variant(TMA_COMPUTED, ("def tma_configs(pre_hook=set_block_shapes):", "def tma_configs(pre_hook=HOOKS[0]):"))
+    assert apply_family(Family.LAUNCH_CONFIG, computed, h.rule_input()) is None
+
+
 def test_a_widened_autotune_is_correct_for_every_config(tmp_path: Path) -> None:
-    _correct_for_every_config(tmp_path, {n: _one_config(n)[0] for n in ("vec_add.py", "matmul.py")})
+    befores = {n: _one_config(n)[0] for n in ("vec_add.py", "matmul.py")}
+    _correct_for_every_config(tmp_path, {**befores, "matmul_tma.py": TMA_COMPUTED})

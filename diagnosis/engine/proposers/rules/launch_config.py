@@ -119,6 +119,11 @@ def _role(name: str) -> str | None:
     return m.group(1).upper() if m else None
 
 
+def _block_role(name: str) -> str | None:
+    """The GEMM role of a block constexpr (BLOCK_SIZE_M, BN); None for others (GROUP_SIZE_M)."""
+    return _role(name) if "BLOCK" in name.upper() or re.fullmatch(r"(?i)B[MNK]", name) else None
+
+
 def _float_inputs(inp: RuleInput) -> set[str]:
     return {
         d.removeprefix("torch.")
@@ -142,7 +147,7 @@ def _gemm_configs(
     roles: dict[str, str] = {}
     rest: dict[str, int] = {}  # other tuned constexprs (e.g. GROUP_SIZE_M) keep their value
     for name, v in tuned.items():
-        r = _role(name) if "BLOCK" in name.upper() or re.fullmatch(r"(?i)B[MNK]", name) else None
+        r = _block_role(name)
         if r is None:
             rest[name] = v
             continue
@@ -928,7 +933,7 @@ def autotune_launch_config(source: str, inp: RuleInput) -> Rewrite | None:
     )
     if widened:
         added += (" " if added else "") + (
-            f"widened the one-config @triton.autotune of {', '.join(widened)}: its config stays first, "
+            f"widened the one-config @triton.autotune of {', '.join(widened)}: "
             "the key and the other autotune arguments are unchanged (with one config the autotuner "
             "benchmarks nothing)."
         )
@@ -991,12 +996,21 @@ def _effect(plans: list[Plan]) -> str:
 # blocks 1024-8192 on 4 or 8 warps, GEMM tiles by operand width and problem size, or the tiled
 # space around the block.
 #
+# A config with a `pre_hook` (a TMA kernel's hook setting each descriptor's block from the
+# config: flag_gems' hopper `mm`) keeps it on every config of the space. A list the module
+# computes and cuts to one entry (`[c for c in make_configs() if ...][:1]`) is widened too when
+# the kernel is a GEMM: the tuned blocks are the BLOCK_M/N/K constexprs no launch passes, the
+# space replaces the whole expression, and the hook is the one every `pre_hook=` in it (and in
+# the module's functions it calls) names. The decorator may be a module function that only
+# forwards to `triton.autotune` (srcmodel.names: flag_gems' `libtuner`).
+#
 # Correct by construction when the kernel is already correct for any config the autotuner may
 # pick, as LAUNCH_CONFIG's premise: the launch passes none of the tuned constexprs (the autotuner
-# supplies them), so the grid already reads them from `meta`. Refused: a config that is not a
-# literal (`triton.Config(kwargs)`, a `pre_hook`), block values that are not powers of two, a
-# constexpr beside the blocks (a group size: fla's matmul, Triton's tutorial) unless the GEMM
-# space keeps its value, atomics (benchmarking runs would accumulate), and a kernel
+# supplies them), so the grid already reads them from `meta`. Refused: a config option that is
+# not a literal (`maxnreg=R`, a hook that is not one module name, two hooks), block values that
+# are not powers of two, a computed config on a kernel that is not a GEMM (no values to widen
+# around), a constexpr beside the blocks (a group size: fla's matmul, Triton's tutorial) unless
+# the GEMM space keeps its value, atomics (benchmarking runs would accumulate), and a kernel
 # that stores into a tensor it loads unless the autotuner already restores it (`restore_value`):
 # one config was never benchmarked, several are.
 
@@ -1007,18 +1021,32 @@ WIDEN_EFFECT = (
 )
 
 
-def _single_config(call: cst.Call, names: Any) -> tuple[cst.List, dict[str, int], int, int | None] | None:
-    """(the configs list, the config's constexpr values, warps, stages) of `autotune(configs=[one])`."""
+@dataclass(frozen=True)
+class _OneConfig:
+    """What an autotune of at most one config says: the node to replace, the config's constexpr
+    values (None: the module computes it, `[...][:1]`), warps, stages and its pre_hook."""
+
+    configs: cst.BaseExpression
+    values: dict[str, int] | None
+    warps: int = 4
+    stages: int | None = None
+    hook: str | None = None
+
+
+def _single_config(call: cst.Call, names: Any, tree: cst.Module) -> _OneConfig | None:
+    """The one config of `autotune(configs=[one])` or `autotune(configs=<computed>[:1])`."""
     configs = read.arg(call, "configs", 0)
+    if _first_only(configs):
+        return _computed_config(configs, names, tree)
     if not isinstance(configs, cst.List) or len(configs.elements) != 1:
         return None
     config = configs.elements[0].value
     if not read.is_call(config, "triton.Config", "Config", names=names):
-        return None
+        return _computed_config(configs, names, tree)
     assert isinstance(config, cst.Call)
     kwargs = read.arg(config, "kwargs", 0)
     if not isinstance(kwargs, cst.Dict):
-        return None
+        return _computed_config(configs, names, tree)
     values: dict[str, int] = {}
     for el in kwargs.elements:
         key = read.string_literal(el.key) if isinstance(el, cst.DictElement) else None
@@ -1027,18 +1055,80 @@ def _single_config(call: cst.Call, names: Any) -> tuple[cst.List, dict[str, int]
             return None
         values[key] = value
     options: dict[str, int] = {}
+    hook = None
     for a in config.args[1:]:
+        if a.keyword is not None and a.keyword.value == "pre_hook" and isinstance(a.value, cst.Name):
+            hook = a.value.value  # sets what each config needs (a TMA descriptor's block): kept on every one
+            continue
         value = read.int_literal(a.value)
         if a.keyword is None or a.keyword.value not in WIDEN_OPTIONS or value is None:
-            return None  # a pre_hook, maxnreg, a computed option: not ours to rewrite
+            return None  # maxnreg, a computed option: not ours to rewrite
         options[a.keyword.value] = value
-    return configs, values, options.get("num_warps", 4), options.get("num_stages")
+    return _OneConfig(configs, values, options.get("num_warps", 4), options.get("num_stages"), hook)
+
+
+def _first_only(node: cst.BaseExpression | None) -> bool:
+    """`xs[:1]` or `xs[0:1]`: the autotuner gets at most one config, whatever `xs` holds."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    part = node.slice[0].slice
+    return (
+        isinstance(part, cst.Slice)
+        and part.step is None
+        and (part.lower is None or read.int_literal(part.lower) == 0)
+        and read.int_literal(part.upper) == 1
+    )
+
+
+def _computed_config(configs: cst.BaseExpression, names: Any, tree: cst.Module) -> _OneConfig | None:
+    """A one-config list the module computes: its values are unknown, its pre_hook is the one
+    every `pre_hook=` in the expression, and in the module's functions it calls, names."""
+    hooks: set[str] = set()
+    seen: set[str] = set()
+    todo: list[tuple[cst.CSTNode, set[str]]] = [(configs, set())]
+    while todo:
+        node, params = todo.pop()
+        for n in read.walk(node):
+            if isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "pre_hook":
+                if not isinstance(n.value, cst.Name):
+                    return None
+                if n.value.value not in params:  # a function's own `pre_hook` passed on: its default counts
+                    hooks.add(n.value.value)
+            elif isinstance(n, cst.Param) and n.name.value == "pre_hook" and n.default is not None:
+                if not isinstance(n.default, cst.Name):
+                    return None
+                hooks.add(n.default.value)
+            elif isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value not in seen:
+                seen.add(n.func.value)
+                fn = cu.find_function(tree, n.func.value)
+                if fn is not None:
+                    todo.append((fn, {p.name.value for p in read.params_of(fn)}))
+    hooks.discard("None")
+    if len(hooks) > 1 or not hooks <= set(names.bound):
+        return None
+    return _OneConfig(configs, None, hook=next(iter(hooks), None))
+
+
+def _with_hook(config: str, hook: str | None) -> str:
+    return config if hook is None else f"{config[:-1]}, pre_hook={hook})"
 
 
 def _configs_list(configs: list[str]) -> cst.List:
     node = cu.expr(_configs_text(configs))
     assert isinstance(node, cst.List)
     return node
+
+
+def _configs_edit(tune: cst.Call, configs: cst.BaseExpression, widened: list[str]) -> tuple[cst.CSTNode, Any]:
+    """The edit that puts `widened` in place of `configs`; an autotune call written on one line is
+    laid out one argument per line, as the list needs."""
+    if "\n" in cu.code(tune):
+        return configs, _configs_list(widened)
+    lines = []
+    for a in tune.args:
+        value = _configs_text(widened) if a.value is configs else cu.code(a.value)
+        lines.append(f"    {a.keyword.value}={value},\n" if a.keyword is not None else f"    {value},\n")
+    return tune, cu.expr(f"{cu.code(tune.func)}(\n{''.join(lines)})")
 
 
 def _widen_single_configs(
@@ -1061,26 +1151,41 @@ def _widen_single_configs(
             ),
             None,
         )
-        found = _single_config(tune, kernel.names) if tune is not None else None
+        found = _single_config(tune, kernel.names, tree) if tune is not None else None
         if found is None:
             continue
-        configs, tuned, warps, stages = found
-        sized = {n for n in tuned if n in _arange_sizes(kernel)}
-        if not sized or not all(_pow2(tuned[n]) for n in sized):
-            continue
         mine = [launch for launch in launches if launch.kernel == kernel.name]
+        if found.values is None:  # computed: the tuned blocks are the constexprs no launch passes
+            passed = {p for launch in mine for p in launch.bound_args(kernel)}
+            tuned = {
+                p: 0 for p in kernel.constexprs if p not in passed and p not in kernel.defaults and p not in kernel.heuristics
+            }
+        else:
+            tuned = found.values
         loads, stores = cu.memory_params(kernel)
         in_place = "?" in stores or "?" in loads or any(_read_back(kernel, launch, loads, stores) for launch in mine)
         if in_place and read.arg(tune, "restore_value") is None:
             continue  # benchmarking runs would read their own output
         values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
         kind, extra = _block_space(kernel, tuned, inp, values, source)
-        if sized != set(tuned) and kind != "gemm":
-            continue  # a group size or flag beside the blocks: only the GEMM space keeps its value
-        widened = _distinct([_config(tuned, warps, stages), *extra])
+        if kind == "gemm":
+            if any(_block_role(n) is None for n in tuned) if found.values is None else not all(
+                _pow2(v) for n, v in tuned.items() if _block_role(n)
+            ):
+                continue  # a computed config's other constexprs have no value to keep
+        else:
+            sized = {n for n in tuned if n in _arange_sizes(kernel)}
+            if found.values is None or not sized or not all(_pow2(tuned[n]) for n in sized):
+                continue
+            if sized != set(tuned):
+                continue  # a group size or flag beside the blocks: only the GEMM space keeps its value
+        first = [] if found.values is None else [_config(tuned, found.warps, found.stages)]
+        widened = [_with_hook(c, found.hook) for c in _distinct([*first, *extra])]
         if len(widened) < 2:
             continue
-        edits.append((configs, _configs_list(widened)))
-        done.append(f"{kernel.name} ({kind}, {len(widened)} configs)")
+        edits.append(_configs_edit(tune, found.configs, widened))
+        how = "its config first" if found.values is not None else "in place of the one config its list computes"
+        hook = f", each with pre_hook={found.hook}" if found.hook else ""
+        done.append(f"{kernel.name} ({kind}, {len(widened)} configs, {how}{hook})")
         names.append(kernel.name)
     return edits, done, names
