@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from diagnosis.engine.evidence import (
@@ -97,6 +98,15 @@ REPLICATED_TILE = register_code(
     "element is held by {copies} threads and {idle}% of the lanes repeat another's load: fewer warps, "
     "or more elements per program",
     "Tile smaller than the threads",
+)
+THIN_TILE = register_code(
+    "IR_THIN_TILE",
+    Tier.IR,
+    Family.LAUNCH_CONFIG,
+    "line {line}: the contiguous load of a {shape} {dtype} tile is spread over {threads} threads "
+    "({warps} warps), {per_thread} element(s) and {bytes} bytes per thread where one vector load "
+    "takes 16: on {fit_warps} warp(s) each thread would load {fit_bytes} bytes at once",
+    "Tile too thin for vector loads",
 )
 COMPILE_ERROR = register_code(
     "IR_COMPILE_ERROR",
@@ -203,6 +213,7 @@ def kernel_findings(
     found.extend(_layout_conversions(kernel, table, src_lines))
     found.extend(_resource_findings(kernel, table, result))
     found.extend(_replicated_tiles(kernel, src_lines))
+    found.extend(_thin_tiles(kernel, table, src_lines))
     return found
 
 
@@ -212,23 +223,34 @@ _BLOCKED = re.compile(
     re.MULTILINE,
 )
 _LAYOUT_OF = re.compile(r"tensor<[^#]*(#[\w]+)>")
+_POINTEE = re.compile(r"!tt\.ptr<(\w+)")
+_ELEMENT_BYTES = {"i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4, "i64": 8, "f64": 8}
 
 
-def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Finding]:
-    """Global loads of a tile smaller than the threads its blocked layout spans: the layout
-    wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are
-    left out: a reduction's small result stored after a big tile is read says nothing.)"""
+@dataclass(frozen=True)
+class _TileLoad:
+    """A global load of a tensor in a blocked layout, as TTGIR writes it."""
+
+    line: int  # the source line
+    ir_lines: tuple[int, int]  # the TTGIR lines of the layout and of the load
+    shape: tuple[int, ...]
+    element: str  # the pointee type: bf16, f32
+    cover: list[int]  # the elements the layout spans per dimension
+    per_thread: int  # elements one thread holds per repetition
+    threads: int
+
+
+def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
     ttgir = kernel.stages.get("ttgir", "")
-    # layout -> (elements it spans per dimension, its threads, the TTGIR line defining it)
-    layouts: dict[str, tuple[list[int], int, int]] = {}
+    layouts: dict[str, tuple[list[int], int, int, int]] = {}
     for m in _BLOCKED.finditer(ttgir):
         per_thread, lanes, warps = (tuple(int(x) for x in m.group(i).split(",")) for i in (2, 3, 4))
         cover = [a * b * c for a, b, c in zip(per_thread, lanes, warps, strict=True)]
-        layouts[m.group(1)] = (cover, math.prod(lanes) * math.prod(warps), ttgir.count("\n", 0, m.start()) + 1)
+        defined = ttgir.count("\n", 0, m.start()) + 1
+        layouts[m.group(1)] = (cover, math.prod(per_thread), math.prod(lanes) * math.prod(warps), defined)
     if not layouts:
         return []
-    # source line -> (copies, shape, threads, the TTGIR lines of the layout and of the load)
-    worst: dict[int, tuple[int, tuple[int, ...], int, tuple[int, int]]] = {}
+    out = []
     for op in parse_mlir(ttgir).ops:
         if op.name != "tt.load" or op.line is None:
             continue
@@ -236,12 +258,26 @@ def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Find
         layout = _LAYOUT_OF.search(op.attrs)
         if shape_type is None or layout is None or layout.group(1) not in layouts:
             continue
-        shape, (cover, threads, defined) = shape_type[0], layouts[layout.group(1)]
-        if len(cover) != len(shape):
+        cover, per_thread, threads, defined = layouts[layout.group(1)]
+        if len(cover) != len(shape_type[0]):
             continue
-        copies = math.prod(max(1, c // d) for c, d in zip(cover, shape, strict=True))
-        if copies >= 2 and copies > worst.get(op.line, (1,))[0]:
-            worst[op.line] = (copies, shape, threads, (defined, op.ir_line))
+        pointee = _POINTEE.search(shape_type[1])
+        element = pointee.group(1) if pointee else shape_type[1]
+        out.append(_TileLoad(op.line, (defined, op.ir_line), shape_type[0], element, cover, per_thread, threads))
+    return out
+
+
+def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Finding]:
+    """Global loads of a tile smaller than the threads its blocked layout spans: the layout
+    wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are
+    left out: a reduction's small result stored after a big tile is read says nothing.)"""
+    # source line -> (copies, shape, threads, the TTGIR lines of the layout and of the load)
+    worst: dict[int, tuple[int, tuple[int, ...], int, tuple[int, int]]] = {}
+    for t in _tile_loads(kernel):
+        copies = math.prod(max(1, c // d) for c, d in zip(t.cover, t.shape, strict=True))
+        if copies >= 2 and copies > worst.get(t.line, (1,))[0]:
+            worst[t.line] = (copies, t.shape, t.threads, t.ir_lines)
+    ttgir = kernel.stages.get("ttgir", "")
     return [
         Finding(
             REPLICATED_TILE.code,
@@ -261,6 +297,53 @@ def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Find
         )
         for line, (copies, shape, threads, ir_lines) in sorted(worst.items())
     ]
+
+
+def _thin_tiles(kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str]) -> list[Finding]:
+    """Contiguous global loads whose layout gives each thread less than a 16-byte vector while
+    fewer warps would give every thread a full one: a 128-element bf16 row on four warps holds
+    one element (2 bytes) per thread, on one warp eight. The coalescing pass sizes a thread's
+    elements by the tile over the threads, so the vector width follows the warps; a tile that
+    wraps (IR_REPLICATED_TILE) is left to that finding."""
+    ttgir = kernel.stages.get("ttgir", "")
+    found: list[Finding] = []
+    seen: set[int] = set()
+    for t in _tile_loads(kernel):
+        size = _ELEMENT_BYTES.get(t.element)
+        row = table.get(t.line)
+        if size is None or row is None or t.line in seen:
+            continue
+        if any(c > d for c, d in zip(t.cover, t.shape, strict=True)):
+            continue  # wraps: replicated, not thin
+        kinds = {a["kind"] for a in row.accesses if a["op"] == "tt.load"}
+        if kinds != {"contiguous"} or t.per_thread * size >= 16:
+            continue
+        fit_threads = max(32, math.prod(t.shape) * size // 16)
+        if fit_threads >= t.threads:
+            continue  # the tile already needs every thread for 16-byte loads
+        seen.add(t.line)
+        found.append(
+            Finding(
+                THIN_TILE.code,
+                Severity.MEDIUM,
+                {
+                    "line": t.line,
+                    "shape": "x".join(map(str, t.shape)),
+                    "dtype": t.element,
+                    "threads": t.threads,
+                    "warps": kernel.num_warps,
+                    "per_thread": t.per_thread,
+                    "bytes": t.per_thread * size,
+                    "fit_warps": fit_threads // 32,
+                    "fit_bytes": min(16, math.prod(t.shape) * size // fit_threads),
+                    "code": _src(src_lines, t.line),
+                },
+                lines=(t.line,),
+                kernel=kernel.name,
+                evidence=(ArtefactRef("ttgir", kernel.name, t.ir_lines, excerpt(ttgir, t.ir_lines)),),
+            )
+        )
+    return found
 
 
 def _scalar_access(

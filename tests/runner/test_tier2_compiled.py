@@ -44,6 +44,7 @@ FLAGGED = [
     pytest.param("softmax_spills", "IR_LOW_OCCUPANCY", 13, id="one-warp-255-regs-occupancy"),
     pytest.param("dot_fp32_ieee", "IR_DOT_FMA", 25, id="ieee-fp32-dot-fma"),
     pytest.param("rows_small_tile", "IR_REPLICATED_TILE", 16, id="64-element-rows-on-four-warps"),
+    pytest.param("heads_thin_tile", "IR_THIN_TILE", 18, id="128-bf16-rows-on-four-warps"),
 ]
 
 CLEAN = [
@@ -57,6 +58,8 @@ CLEAN = [
     pytest.param("colsum_tiled", "IR_LAYOUT_CONVERT", id="reduction-outside-loop"),
     pytest.param("rows_small_tile_warps", "IR_REPLICATED_TILE", id="64-element-rows-on-two-warps"),
     pytest.param("vadd_aligned", "IR_REPLICATED_TILE", id="1024-element-blocks"),
+    pytest.param("vadd_aligned", "IR_THIN_TILE", id="1024-element-blocks-16-bytes-a-thread"),
+    pytest.param("rows_small_tile", "IR_THIN_TILE", id="replicated-not-thin"),
 ]
 
 
@@ -67,6 +70,17 @@ def test_a_replicated_tile_names_its_copies_and_points_at_launch_config() -> Non
     assert "#ttg.blocked<" in finding.evidence[0].excerpt and "tt.load" in finding.evidence[0].excerpt
     # the store of the row after the reduction is left out: only loads say a tile is too small
     assert finding.lines == (16,)
+
+
+def test_a_thin_tile_names_the_bytes_a_thread_loads_and_the_warps_that_fill_a_vector() -> None:
+    [finding] = [f for f in tier2("heads_thin_tile").findings if f.code == "IR_THIN_TILE"]
+    assert finding.family is Family.LAUNCH_CONFIG and finding.kernel == "silu_heads_kernel"
+    args = finding.args
+    assert (args["shape"], args["dtype"], args["threads"], args["per_thread"], args["bytes"]) == ("128", "bf16", 128, 1, 2)
+    assert (args["fit_warps"], args["fit_bytes"]) == (1, 8)
+    assert "sizePerThread = [1]" in finding.evidence[0].excerpt and "tt.load" in finding.evidence[0].excerpt
+    # the store is left out, as for a replicated tile
+    assert finding.lines == (18,)
 
 
 @pytest.mark.parametrize(("name", "code", "line"), FLAGGED)
