@@ -356,6 +356,30 @@ def test_a_row_block_rebound_under_a_none_test_is_sized_by_the_row(call: str, tu
         assert "triton.Config({}, num_warps=16)" in rw.source and "BLOCK_SIZE=BLOCK_SIZE" in rw.source
 
 
+NEXT_POW2_ROWS = HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols))
+return out
+''')
+
+
+@pytest.mark.parametrize(
+    ("widths", "warps"),
+    [
+        pytest.param((64, 128, 200), (4, 1, 2, 8), id="rows-of-at-most-256-take-one-warp"),
+        pytest.param((64, 128, 1000), (4, 2, 8, 16), id="a-wider-row-keeps-two-to-sixteen"),
+    ],
+)
+def test_narrow_rows_tune_down_to_one_warp(widths: tuple[int, ...], warps: tuple[int, ...]) -> None:
+    # IR_THIN_TILE: a 128-element bf16 row on four warps loads 2 bytes a thread, on one warp 8
+    cases = tuple(CaseShape(i, ((4096, n),), ("bfloat16",)) for i, n in enumerate(widths))
+    rw = apply_family(Family.LAUNCH_CONFIG, NEXT_POW2_ROWS, h.rule_input(cases))
+    assert rw is not None
+    assert re.findall(r"num_warps=(\d+)", rw.source) == [str(w) for w in warps]
+    assert ("on 1-2 warps each thread loads a vector" in rw.effect) == (1 in warps)
+
+
 def test_it_prunes_gemm_tiles_larger_than_every_case() -> None:
     small = tuple(CaseShape(i, ((m, 64), (64, 64)), ("float16", "float16")) for i, m in enumerate((64, 50)))
     rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), h.rule_input(small))

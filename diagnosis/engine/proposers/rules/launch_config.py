@@ -63,6 +63,10 @@ GEMM_32BIT = (
 )
 GEMM_SMALL = ((64, 64, 32, 4, 3), (64, 32, 32, 4, 3), (32, 64, 32, 4, 3), (32, 32, 32, 2, 3), (16, 16, 16, 1, 2))
 ROW_WARPS = (2, 4, 8, 16)
+# a row of at most this many elements on every case: one warp gives its threads up to 16-byte
+# vectors (IR_THIN_TILE: 128 bf16 on four warps load 2 bytes a thread), sixteen would idle
+NARROW_ROW = 256
+NARROW_ROW_WARPS = (1, 2, 4, 8)
 MAX_CONFIGS = 8
 # where the tiled space starts for a block the kernel only steps a loop by, when the wrapper
 # computes it (`min(MAX_FUSED, triton.next_power_of_2(n))`): a streaming loop's usual range
@@ -522,6 +526,13 @@ def _add_key_args(plan: Plan, sizes: list[tuple[int, cst.BaseExpression]]) -> bo
     return True
 
 
+def _row_warps(rowwise: set[str], values: list[dict[str, Any]]) -> tuple[int, ...]:
+    widths = [vals.get(b) for b in rowwise for vals in values]
+    if widths and all(isinstance(w, int) and w <= NARROW_ROW for w in widths):
+        return NARROW_ROW_WARPS
+    return ROW_WARPS
+
+
 def _literal_bindings(
     launch: cu.Launch, kernel: cu.Kernel, bindings: cu.Bindings, values: list[dict[str, Any]]
 ) -> tuple[dict[str, int], dict[str, str], set[str]]:
@@ -702,7 +713,7 @@ def _plan(
         if not rowwise:
             return None
         plan.kind = "row"
-        configs = [_config({}, w) for w in ROW_WARPS]
+        configs = [_config({}, w) for w in _row_warps(rowwise, values)]
     else:
         plan.kind, configs = _block_space(kernel, tuned, inp, values, source)
     # The parent's own configuration is always in the space, so the autotuner can only pick
@@ -969,6 +980,12 @@ def _effect(plans: list[Plan]) -> str:
                 f"{p.kernel.name}: memory-bound; larger blocks and 8 warps give more bytes in flight per "
                 "SM and fewer programs. Expect a modest gain (a few to ~20%) where 1024-wide blocks "
                 "underfill the memory system."
+            )
+        elif p.kind == "row" and _config({}, 1) in p.configs:
+            parts.append(
+                f"{p.kernel.name}: rows of at most {NARROW_ROW} elements on 4 warps leave each thread one "
+                "or two elements, loaded a few bytes at a time; on 1-2 warps each thread loads a vector "
+                "of up to 16 bytes and more programs fit on an SM."
             )
         elif p.kind == "row":
             parts.append(
