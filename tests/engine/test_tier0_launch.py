@@ -329,3 +329,31 @@ def test_it_names_the_fixed_constexprs_when_autotune_is_missing() -> None:
     (finding,) = [f for f in tier0(source).findings if f.code == "T0-NO-AUTOTUNE"]
     assert finding.args["constexprs"] == "BLOCK_SIZE, num_warps"
     assert finding.args["sizes"] == "n"
+
+
+ONE_CONFIG_ADD = AUTOTUNED_ADD.replace(
+    'configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b, w in [(1024, 4), (2048, 8), (4096, 8)]],',
+    "configs={configs},",
+)
+
+
+@pytest.mark.parametrize(
+    ("configs", "flagged"),
+    [
+        pytest.param('[triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)]', True, id="literal-one"),
+        pytest.param("make_configs()[:1]", True, id="computed-cut-to-one"),
+        pytest.param("[c for c in make_configs() if c.num_warps == 4][0:1]", True, id="filtered-cut-to-one"),
+        pytest.param("make_configs()", False, id="computed"),
+        pytest.param("make_configs()[:2]", False, id="cut-to-two"),
+    ],
+)
+def test_an_autotune_over_one_config_is_a_fixed_launch(configs: str, flagged: bool) -> None:
+    # the key names the sizes that vary when the wrapper's values cannot be followed
+    findings = tier0(src(ONE_CONFIG_ADD.format(configs=configs))).findings
+    found = [f for f in findings if f.code == "T0-ONE-CONFIG"]
+    assert bool(found) == flagged
+    if flagged:
+        (finding,) = found
+        assert finding.family is Family.LAUNCH_CONFIG and finding.kernel == "add_kernel"
+        assert finding.args["sizes"] == "n" and finding.lines == (5,)  # the decorator
+    assert not [f for f in findings if f.code == "T0-NO-AUTOTUNE"]

@@ -67,6 +67,14 @@ NO_AUTOTUNE = register_code(
     "@triton.autotune: one configuration serves every shape",
     "No autotune",
 )
+ONE_CONFIG = register_code(
+    "T0-ONE-CONFIG",
+    Tier.TRIAGE,
+    Family.LAUNCH_CONFIG,
+    "{kernel} is autotuned over a single config over shape-dependent {sizes}: with one config the "
+    "autotuner benchmarks nothing, so one configuration serves every shape",
+    "Autotune over one config",
+)
 GRID_SMALL = register_code(
     "T0-GRID-SMALL",
     Tier.TRIAGE,
@@ -310,6 +318,29 @@ def no_autotune(ctx: KernelContext) -> Iterator[Finding]:
             Severity.LOW,
             {"kernel": ctx.name, "constexprs": ", ".join(fixed), "sizes": ", ".join(sizes)},
             lines=(site.line,),
+            kernel=ctx.name,
+        )
+
+
+@rule(ONE_CONFIG.code)
+def one_config(ctx: KernelContext) -> Iterator[Finding]:
+    if ctx.autotune is None or not ctx.autotune.single:
+        return
+    shaped = {
+        p
+        for site in ctx.launches
+        for p in ctx.runtime_params
+        if (v := site.values.get(p)) is not None and v.kind == "shape"
+    }
+    # where the wrapper's values cannot be followed, the autotune key names what the author
+    # expects to vary
+    sizes = sorted(shaped) or [k for k in ctx.autotune.key if k in ctx.runtime_params]
+    if sizes:
+        yield Finding(
+            ONE_CONFIG.code,
+            Severity.LOW,
+            {"kernel": ctx.name, "sizes": ", ".join(sizes)},
+            lines=(ctx.autotune.line,),
             kernel=ctx.name,
         )
 
