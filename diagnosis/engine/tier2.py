@@ -212,8 +212,9 @@ def kernel_findings(
     found.extend(_dot_findings(kernel, table, src_lines))
     found.extend(_layout_conversions(kernel, table, src_lines))
     found.extend(_resource_findings(kernel, table, result))
-    found.extend(_replicated_tiles(kernel, src_lines))
-    found.extend(_thin_tiles(kernel, table, src_lines))
+    tiles = _tile_loads(kernel)
+    found.extend(_replicated_tiles(kernel, tiles, src_lines))
+    found.extend(_thin_tiles(kernel, tiles, table, src_lines))
     return found
 
 
@@ -267,13 +268,13 @@ def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
     return out
 
 
-def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Finding]:
+def _replicated_tiles(kernel: CompiledKernel, tiles: list[_TileLoad], src_lines: list[str]) -> list[Finding]:
     """Global loads of a tile smaller than the threads its blocked layout spans: the layout
     wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are
     left out: a reduction's small result stored after a big tile is read says nothing.)"""
     # source line -> (copies, shape, threads, the TTGIR lines of the layout and of the load)
     worst: dict[int, tuple[int, tuple[int, ...], int, tuple[int, int]]] = {}
-    for t in _tile_loads(kernel):
+    for t in tiles:
         copies = math.prod(max(1, c // d) for c, d in zip(t.cover, t.shape, strict=True))
         if copies >= 2 and copies > worst.get(t.line, (1,))[0]:
             worst[t.line] = (copies, t.shape, t.threads, t.ir_lines)
@@ -299,16 +300,18 @@ def _replicated_tiles(kernel: CompiledKernel, src_lines: list[str]) -> list[Find
     ]
 
 
-def _thin_tiles(kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str]) -> list[Finding]:
+def _thin_tiles(
+    kernel: CompiledKernel, tiles: list[_TileLoad], table: dict[int, LineStats], src_lines: list[str]
+) -> list[Finding]:
     """Contiguous global loads whose layout gives each thread less than a 16-byte vector while
-    fewer warps would give every thread a full one: a 128-element bf16 row on four warps holds
-    one element (2 bytes) per thread, on one warp eight. The coalescing pass sizes a thread's
+    fewer warps would give every thread more: a 128-element bf16 row on four warps holds one
+    element (2 bytes) per thread, on one warp four (8 bytes). The coalescing pass sizes a thread's
     elements by the tile over the threads, so the vector width follows the warps; a tile that
     wraps (IR_REPLICATED_TILE) is left to that finding."""
     ttgir = kernel.stages.get("ttgir", "")
     found: list[Finding] = []
     seen: set[int] = set()
-    for t in _tile_loads(kernel):
+    for t in tiles:
         size = _ELEMENT_BYTES.get(t.element)
         row = table.get(t.line)
         if size is None or row is None or t.line in seen:

@@ -9,8 +9,9 @@ masked (then the step is tuned over the streaming range 1024-8192). It adds the 
 decorator (configs sized by the kernel's kind and the shape cases, key = the size arguments),
 removes the tuned constexprs and `num_warps`/`num_stages` from the launch and turns the grid
 into `lambda meta: (...)` with the block constants replaced by `meta["NAME"]`. A kernel whose
-`@triton.autotune` holds a single literal config, which tunes nothing, gets that config widened
-into the same space instead (`_widen_single_configs`, at the end of this module).
+`@triton.autotune` holds a single config (written out, or a computed list cut to one), which
+tunes nothing, gets it widened into the same space instead (`_widen_single_configs`, at the end
+of this module).
 
 Correct by construction when: the kernel is written for any power-of-two block (masked), the
 grid's only dependence on the block is through the constants it rewrites (every axis whose
