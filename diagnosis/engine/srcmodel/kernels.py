@@ -40,6 +40,8 @@ class Kernel:
     heuristics: dict[str, cst.BaseExpression] = field(default_factory=dict)  # constexpr -> its lambda
     handles: tuple[str, ...] = ()  # module names bound to `triton.autotune(...)(k)`
     top_level: bool = True
+    # its autotune holds one config at most: `configs=[one]`, or a computed list cut `[:1]`
+    single_config: bool = False
 
     @property
     def autotuned(self) -> bool:
@@ -138,6 +140,12 @@ def _kernel(
         name = read.dotted(read.decorator_target(d), names)
         call = d.decorator if isinstance(d.decorator, cst.Call) else None
         if name == AUTOTUNE and call is not None:
+            configs = read.arg(call, "configs", 0)
+            if isinstance(configs, cst.Name):
+                configs = _module_value(module, configs.value)
+            kernel.single_config = read.first_only(configs) or (
+                isinstance(configs, (cst.List, cst.Tuple)) and len(configs.elements) == 1
+            )
             supplied, unknown = _config_keys(call, module, names)
             for p in supplied:
                 kernel.supplied.setdefault(p, "autotune")

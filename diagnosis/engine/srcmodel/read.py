@@ -93,3 +93,16 @@ def decorator_target(d: cst.Decorator) -> cst.BaseExpression:
 def params_of_lambda(node: cst.Lambda) -> list[str]:
     p = node.params
     return [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
+
+
+def first_only(node: cst.BaseExpression | None) -> bool:
+    """`xs[:1]` or `xs[0:1]`: at most one element, whatever `xs` holds."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    part = node.slice[0].slice
+    return (
+        isinstance(part, cst.Slice)
+        and part.step is None
+        and (part.lower is None or int_literal(part.lower) == 0)
+        and int_literal(part.upper) == 1
+    )

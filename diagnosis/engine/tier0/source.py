@@ -370,7 +370,7 @@ class Autotune:
     configs: tuple[Config, ...]
     key: tuple[str, ...]
     line: int
-    single: bool = False  # at most one config, however computed: `[one]`, `make_configs()[:1]`
+    single: bool = False  # at most one config (the source model's Kernel.single_config)
 
 
 @dataclass
@@ -853,7 +853,7 @@ def _kernel_context(ctx: ModuleContext, fn: ast.FunctionDef, kernel: Kernel) -> 
     autotune = None
     for dec, name in zip(fn.decorator_list, kernel.decorators, strict=False):
         if name == "triton.autotune" and isinstance(dec, ast.Call):
-            autotune = _parse_autotune(ctx, dec)
+            autotune = replace(_parse_autotune(ctx, dec), single=kernel.single_config)
     parents = _parents(fn)
     loop_vars: set[str] = set()
     for node in _walk_no_nested(fn.body):
@@ -913,20 +913,7 @@ def _parse_autotune(ctx: ModuleContext, dec: ast.Call) -> Autotune:
         key = tuple(
             e.value for e in key_node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
         )
-    single = (isinstance(configs_node, ast.List | ast.Tuple) and len(configs_node.elts) == 1) or _first_only(
-        configs_node
-    )
-    return Autotune(tuple(configs), key, dec.lineno, single)
-
-
-def _first_only(node: ast.expr | None) -> bool:
-    """`xs[:1]` or `xs[0:1]`: one config at most, whatever `xs` holds."""
-    if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Slice):
-        return False
-    part = node.slice
-    lower = part.lower is None or (isinstance(part.lower, ast.Constant) and part.lower.value == 0)
-    upper = isinstance(part.upper, ast.Constant) and part.upper.value == 1
-    return part.step is None and lower and upper
+    return Autotune(tuple(configs), key, dec.lineno)
 
 
 def _expand_listcomp(node: ast.ListComp, ctx: ModuleContext) -> list[ast.expr]:

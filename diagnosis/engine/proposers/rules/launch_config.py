@@ -1054,7 +1054,7 @@ class _OneConfig:
 def _single_config(call: cst.Call, names: Any, tree: cst.Module) -> _OneConfig | None:
     """The one config of `autotune(configs=[one])` or `autotune(configs=<computed>[:1])`."""
     configs = read.arg(call, "configs", 0)
-    if _first_only(configs):
+    if read.first_only(configs):
         return _computed_config(configs, names, tree)
     if not isinstance(configs, cst.List) or len(configs.elements) != 1:
         return None
@@ -1083,19 +1083,6 @@ def _single_config(call: cst.Call, names: Any, tree: cst.Module) -> _OneConfig |
             return None  # maxnreg, a computed option: not ours to rewrite
         options[a.keyword.value] = value
     return _OneConfig(configs, values, options.get("num_warps", 4), options.get("num_stages"), hook)
-
-
-def _first_only(node: cst.BaseExpression | None) -> bool:
-    """`xs[:1]` or `xs[0:1]`: the autotuner gets at most one config, whatever `xs` holds."""
-    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
-        return False
-    part = node.slice[0].slice
-    return (
-        isinstance(part, cst.Slice)
-        and part.step is None
-        and (part.lower is None or read.int_literal(part.lower) == 0)
-        and read.int_literal(part.upper) == 1
-    )
 
 
 def _computed_config(configs: cst.BaseExpression, names: Any, tree: cst.Module) -> _OneConfig | None:
