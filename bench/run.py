@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -302,10 +303,20 @@ def longest_first(files: list[Path], previous: dict[str, Any]) -> list[Path]:
     return sorted(files, key=lambda f: (op_name(f) in walls, -walls.get(op_name(f), 0.0)))
 
 
-def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], list[str]]:
+def run_all(
+    files: list[Path],
+    args: argparse.Namespace,
+    on_record: Callable[[list[dict], list[str]], None] | None = None,
+) -> tuple[list[dict], list[str]]:
     """Run every module (N at a time with --jobs N); returns records and the names not run,
-    in the order of `files` whatever order they ran in."""
+    in the order of `files` whatever order they ran in. `on_record` is called after each
+    operator with the records so far and the names not yet run."""
     order = [op_name(p) for p in files]
+
+    def so_far() -> None:
+        if on_record is not None:
+            on_record([records[n] for n in order if n in records], [n for n in order if n not in records])
+
     if args.longest_first:
         files = longest_first(files, json.loads(Path(args.longest_first).read_text()))
     start = time.monotonic()
@@ -326,6 +337,7 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
             rec = run_operator(path, args, deadline=budget_end)
             records[rec["name"]] = rec
             print(_one_line(rec), flush=True)
+            so_far()
         return [records[n] for n in order if n in records], [n for n in order if n in not_run]
 
     gpus: queue.Queue[int | None] = queue.Queue()
@@ -351,6 +363,7 @@ def run_all(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], li
             with lock:
                 records[rec["name"]] = rec
                 print(_one_line(rec), flush=True)
+                so_far()
         finally:
             gpus.put(gpu)
 
@@ -593,11 +606,12 @@ def _shown(path: Path) -> str:
 
 
 def write_outputs(
-    result: dict[str, Any], out_dir: Path, results_md: Path | None, notes: str = ""
+    result: dict[str, Any], out_dir: Path, results_md: Path | None, notes: str = "", path: Path | None = None
 ) -> tuple[Path, Path]:
+    """Write the JSON (to `path`, else to a new name in `out_dir`) and its table."""
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = result["meta"]
-    path = result_path(out_dir, meta["date"], meta["label"])
+    path = path or result_path(out_dir, meta["date"], meta["label"])
     meta["file"] = path.name
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     md_path = results_md or (out_dir / "RESULTS.md")
@@ -686,7 +700,34 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     t0 = time.monotonic()
-    records, not_run = run_all(files, args)
+
+    written: list[Path] = []  # the run's JSON, named at its first write and rewritten after
+
+    def write(records: list[dict], not_run: list[str]) -> tuple[dict, Path, Path]:
+        meta = _run_meta(args, argv, records, t0)
+        result = build_result(records, not_run, meta)
+        path, md = write_outputs(result, out_dir, results_md, notes, written[0] if written else None)
+        written[:] = [path]
+        return result, path, md
+
+    def partial(done: list[dict], left: list[str]) -> None:
+        # written after every operator: a run killed at its call's limit keeps what it measured
+        # (the operators not reached yet are listed as not run until the last write)
+        write(done, left)
+
+    records, not_run = run_all(files, args, on_record=partial)
+    result, path, md = write(records, not_run)
+    print()
+    print(report.operators_table(result["operators"]))
+    print()
+    print(report.summary_table(result["summary"]))
+    if not_run:
+        print(f"not run (time budget): {', '.join(not_run)}")
+    print(f"wrote {path} and {md}")
+    return 0
+
+
+def _run_meta(args: argparse.Namespace, argv: list[str] | None, records: list[dict], t0: float) -> dict[str, Any]:
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -711,16 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": _versions(),
     }
     meta["label"] = device_label(args.device, records)
-    result = build_result(records, not_run, meta)
-    path, md = write_outputs(result, out_dir, results_md, notes)
-    print()
-    print(report.operators_table(result["operators"]))
-    print()
-    print(report.summary_table(result["summary"]))
-    if not_run:
-        print(f"not run (time budget): {', '.join(not_run)}")
-    print(f"wrote {path} and {md}")
-    return 0
+    return meta
 
 
 def _versions() -> dict[str, str]:

@@ -105,6 +105,30 @@ def test_one_operator_in_process(two_modules: Path, tmp_path: Path) -> None:
     assert abs(job["start"] - time.time()) < 600
 
 
+def test_a_run_killed_after_its_first_operator_keeps_its_record(
+    two_modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The JSON and the table are written after every operator: a device call killed at its
+    limit in the middle of the second operator leaves the first one's record."""
+    out = tmp_path / "results"
+    real = bench.run_operator
+
+    def killed_on_the_second(path: Path, *args, **kwargs) -> dict:
+        if path.name.startswith("02_"):
+            raise KeyboardInterrupt  # what the call's limit does to a run, as near as a test gets
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "run_operator", killed_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main([str(two_modules), "--device", "cpu", "--rounds", "0", "--out", str(out), "--quiet"])
+    result = _result(out)
+    assert [(o["name"], o["status"]) for o in result["operators"]] == [
+        ("01_softmax", "ok"),
+        ("02_vadd_unaligned", "not_run"),
+    ]
+    assert "01_softmax" in (out / "RESULTS.md").read_text()
+
+
 @pytest.mark.slow
 def test_the_op_budget_is_the_rounds_and_starts_after_the_baseline(two_modules: Path, tmp_path: Path) -> None:
     """An operator whose initial verify takes longer than its whole --op-budget (a first
