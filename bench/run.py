@@ -306,7 +306,7 @@ def longest_first(files: list[Path], previous: dict[str, Any]) -> list[Path]:
 def run_all(
     files: list[Path],
     args: argparse.Namespace,
-    on_record: Callable[[list[dict], list[str]], None] | None = None,
+    on_record: Callable[[list[dict], list[str]], object] | None = None,
 ) -> tuple[list[dict], list[str]]:
     """Run every module (N at a time with --jobs N); returns records and the names not run,
     in the order of `files` whatever order they ran in. `on_record` is called after each
@@ -700,22 +700,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     t0 = time.monotonic()
-
+    # what does not change during the run, read once before it: the tree id in particular must
+    # name the code, not a tree holding this run's own partial results (--out inside the repo)
+    static = _static_meta(args, argv)
     written: list[Path] = []  # the run's JSON, named at its first write and rewritten after
 
     def write(records: list[dict], not_run: list[str]) -> tuple[dict, Path, Path]:
-        meta = _run_meta(args, argv, records, t0)
+        """Written after every operator too: a run killed at its call's limit keeps what it
+        measured (the operators not reached yet are listed as not run until the last write)."""
+        meta = _run_meta(args, static, records, t0)
         result = build_result(records, not_run, meta)
         path, md = write_outputs(result, out_dir, results_md, notes, written[0] if written else None)
         written[:] = [path]
         return result, path, md
 
-    def partial(done: list[dict], left: list[str]) -> None:
-        # written after every operator: a run killed at its call's limit keeps what it measured
-        # (the operators not reached yet are listed as not run until the last write)
-        write(done, left)
-
-    records, not_run = run_all(files, args, on_record=partial)
+    records, not_run = run_all(files, args, on_record=write)
     result, path, md = write(records, not_run)
     print()
     print(report.operators_table(result["operators"]))
@@ -727,10 +726,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_meta(args: argparse.Namespace, argv: list[str] | None, records: list[dict], t0: float) -> dict[str, Any]:
+def _static_meta(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
+    now = dt.datetime.now(dt.UTC)
+    return {
+        "date": now.strftime("%Y-%m-%d"),
+        "started": now.isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "tree": source_tree(),
+        "command": " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])]),
+        "source": ", ".join(sorted({str(Path(p)) for p in (args.paths or ["bench/suite"])})),
+        "versions": _versions(),
+    }
+
+
+def _run_meta(args: argparse.Namespace, static: dict[str, Any], records: list[dict], t0: float) -> dict[str, Any]:
     meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "date": static["date"],
+        "started": static["started"],
         "device": args.device,
         "device_name": next((r.get("device_name") for r in records if r.get("device_name")), None),
         "target": args.target,
@@ -743,13 +755,13 @@ def _run_meta(args: argparse.Namespace, argv: list[str] | None, records: list[di
         "job_timeout": args.job_timeout,
         "only": args.only,
         "longest_first": args.longest_first,
-        "commit": _commit(),
-        "tree": source_tree(),
-        "command": " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])]),
-        "source": ", ".join(sorted({str(Path(p)) for p in (args.paths or ["bench/suite"])})),
+        "commit": static["commit"],
+        "tree": static["tree"],
+        "command": static["command"],
+        "source": static["source"],
         "wall_s": round(time.monotonic() - t0, 1),
         "python": sys.version.split()[0],
-        "versions": _versions(),
+        "versions": static["versions"],
     }
     meta["label"] = device_label(args.device, records)
     return meta
