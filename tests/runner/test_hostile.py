@@ -132,7 +132,7 @@ TABLE = [
         id="infinite-loop-at-import",
     ),
     pytest.param(
-        Hostile("hostile_forward_loop.py", "verify", "timeout", Limits(wall_s=10)),
+        Hostile("hostile_forward_loop.py", "verify", "timeout", Limits(wall_s=30)),
         id="infinite-loop-in-forward",
     ),
     pytest.param(Hostile("hostile_os_system.py", "verify", "no_triton_launch"), id="os-system-forges-stdout"),
