@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from diagnosis.engine.proposers.base import CaseShape
@@ -600,3 +602,50 @@ def test_new_code_is_spelled_the_way_the_module_imports(
     text = respell(new, original.names).code
     assert expected_call in text
     assert text.startswith(imports + expected_head)
+
+
+def _sources() -> list[str]:
+    """The kernel modules of the tests, the rules' cases and the benchmark suite, and the
+    engine's own code (classes, imports, comprehensions, f-strings, decorators...)."""
+    root = Path(__file__).resolve().parents[2]
+    folders = ("tests/modules", "tests/engine/rules_cases", "bench/suite", "diagnosis/engine/srcmodel")
+    return [TRICKY] + [p.read_text() for folder in folders for p in sorted((root / folder).rglob("*.py"))]
+
+
+# Forms whose rebuild skips a field when it is empty (an f-string's format_spec) or visits it
+# conditionally (`from x import *`), one node of each kind with and without.
+TRICKY = """\
+from . import (a, b as c)
+from .x import *
+w = f"{a!r:>{b}} {c=} {d}"
+e = [y async for y in z if y] if (q := 1) else lambda *p, k=1, **kw: p
+match e:
+    case [1, *rest] | {"k": _}:
+        pass
+"""
+
+
+def test_children_are_libcsts_children_in_source_order() -> None:
+    # nodes.children reads each class's field order once and then the fields; libcst's own
+    # `children` rebuilds the node. Every node of every module here must give the same tuple.
+    import libcst as cst
+
+    from diagnosis.engine.srcmodel import nodes
+
+    seen: set[type] = set()
+    count = 0
+    for source in _sources():
+        try:
+            tree = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        stack: list[cst.CSTNode] = [tree]
+        while stack:
+            node = stack.pop()
+            expected = tuple(node.children)
+            got = nodes._children(node)
+            assert [id(n) for n in got] == [id(n) for n in expected], type(node).__name__
+            seen.add(type(node))
+            count += 1
+            stack.extend(expected)
+    assert count > 50_000 and len(seen) > 80, (count, len(seen))
