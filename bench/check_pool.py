@@ -10,7 +10,7 @@ in that child. A module that hangs or kills its child fails alone and the child 
     run_pool(command, ...)       the same dispatch for any child that speaks `serve`'s protocol
     Pool(command, env, marker)   run_pool whose children outlive one run (Pool.run, Pool.close)
 
-Child: python bench/check_pool.py [--seed N]   (reads paths on stdin, TRITON_INTERPRET=1 set)
+Child: python bench/check_pool.py [--seed N] [--compat]   (reads paths on stdin, TRITON_INTERPRET=1 set)
 Only the standard library here; the children need what check_suite's need.
 """
 
@@ -38,13 +38,18 @@ def check_modules(
     timeout: float = DEFAULT_TIMEOUT_S,
     seed: int = 0,
     on_result: Callable[[str, dict], None] | None = None,
+    *,
+    compat: bool = False,
 ) -> dict[str, dict]:
-    """check_suite's check of each file (seeded with `seed`), in up to `jobs` children (see the
-    module docstring). Returns check_suite.check_module's results keyed by the resolved path as a
-    string; on_result(path, result) is called as each one comes."""
+    """check_suite's check of each file (seeded with `seed`; with `compat`, check_suite's
+    --compat interpreter), in up to `jobs` children (see the module docstring). Returns
+    check_suite.check_module's results keyed by the resolved path as a string; on_result(path,
+    result) is called as each one comes."""
     files = [str(Path(f).resolve()) for f in paths]
     env = dict(os.environ, TRITON_INTERPRET="1")
-    command = [sys.executable, str(Path(__file__).resolve()), "--seed", str(seed)]
+    command = [sys.executable, str(Path(__file__).resolve()), "--seed", str(seed)] + (
+        ["--compat"] if compat else []
+    )
     results = {}
 
     def done(f: str, r: dict | str) -> None:
@@ -233,13 +238,14 @@ def serve(check, marker: str) -> int:
     return 0
 
 
-def load_check_suite():
-    """bench/check_suite.py as a module, its interpreter patches applied once for the process: a
-    child checks many modules and must not wrap the wrapped launch counter again each time."""
+def load_check_suite(compat: bool = False):
+    """bench/check_suite.py as a module, its interpreter patches (`compat`: --compat's too)
+    applied once for the process: a child checks many modules and must not wrap the wrapped
+    launch counter again each time."""
     spec = importlib.util.spec_from_file_location("check_suite", CHECK_SUITE)
     check_suite = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check_suite)
-    launches = check_suite._patch_interpreter()
+    launches = check_suite._patch_interpreter(compat)
     check_suite._patch_interpreter = lambda *args, **kwargs: launches
     return check_suite
 
@@ -247,10 +253,14 @@ def load_check_suite():
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="a check_modules child: module paths on stdin")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compat", action="store_true", help="check_suite's --compat interpreter")
     args = parser.parse_args(argv)
-    check_suite = load_check_suite()
+    check_suite = load_check_suite(args.compat)
     # the big timed cases on the meta device: the same check of their count, shapes and dtypes
-    return serve(lambda path: check_suite._check_in_child(path, args.seed, meta_cases=True), RESULT_MARKER)
+    return serve(
+        lambda path: check_suite._check_in_child(path, args.seed, compat=args.compat, meta_cases=True),
+        RESULT_MARKER,
+    )
 
 
 if __name__ == "__main__":

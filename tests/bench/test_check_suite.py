@@ -186,20 +186,58 @@ CASES = [
 ]
 
 
+def _check_pool():
+    spec = importlib.util.spec_from_file_location("bench_check_pool_compat", ROOT / "bench" / "check_pool.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
+    """Every case checked by the plain and by the --compat interpreter: one check_pool child
+    each, taking the cases one after another (one torch import per mode, not per case)."""
+    folder = tmp_path_factory.mktemp("compat")
+    paths = {}
+    for case in CASES:
+        kernel, ref, _ = case.values
+        path = folder / f"m_{case.id.replace('-', '_')}.py"
+        path.write_text(PRELUDE + textwrap.dedent(kernel) + HARNESS.replace("REF", ref))
+        paths[case.id] = str(path.resolve())
+    check_pool = _check_pool()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        plain = pool.submit(check_pool.check_modules, list(paths.values()), 1, 300)
+        compat = pool.submit(check_pool.check_modules, list(paths.values()), 1, 300, compat=True)
+        plain, compat = plain.result(), compat.result()
+    return {case: (plain[path], compat[path]) for case, path in paths.items()}
+
+
 @pytest.mark.parametrize(("kernel", "ref", "plain_error"), CASES)
 def test_compat_runs_what_the_plain_interpreter_cannot(
-    kernel: str, ref: str, plain_error: str, tmp_path: Path
+    kernel: str,
+    ref: str,
+    plain_error: str,
+    checked: dict[str, tuple[dict, dict]],
+    request: pytest.FixtureRequest,
 ) -> None:
+    plain, compat = checked[request.node.callspec.id]
+    assert not plain["ok"]
+    assert plain_error in plain["message"]
+    assert compat["ok"], compat["message"]
+    assert compat["cases"] == 2
+
+
+def test_a_compat_check_in_its_own_child_agrees_with_the_pool(tmp_path: Path) -> None:
+    # check_module (a fresh child per module), the way bench/check_suite.py --compat runs
+    kernel, ref, plain_error = CASES[0].values
     path = tmp_path / "m.py"
     path.write_text(PRELUDE + textwrap.dedent(kernel) + HARNESS.replace("REF", ref))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         plain = pool.submit(check_suite.check_module, path, 300, meta_cases=True)
         compat = pool.submit(check_suite.check_module, path, 300, compat=True, meta_cases=True)
         plain, compat = plain.result(), compat.result()
-    assert not plain["ok"]
-    assert plain_error in plain["message"]
-    assert compat["ok"], compat["message"]
-    assert compat["cases"] == 2
+    assert not plain["ok"] and plain_error in plain["message"]
+    assert compat["ok"] and compat["cases"] == 2, compat["message"]
 
 
 def test_the_h200_properties_appear_only_without_cuda(tmp_path: Path) -> None:
