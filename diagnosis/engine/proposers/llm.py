@@ -36,9 +36,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from diagnosis.engine.errors import ProposerError, TokenBudgetExhausted
 from diagnosis.engine.evidence import Family, Finding
@@ -48,6 +46,9 @@ from diagnosis.engine.proposers.base import Candidate, ProposalContext, unified_
 from diagnosis.engine.proposers.prompt import CHARS_PER_TOKEN, Prompt, build_prompt, estimate_tokens
 from diagnosis.engine.usage import LLMUsage
 from diagnosis.validation import validate_module_source
+
+if TYPE_CHECKING:
+    import openai
 
 CAP_CHARS_PER_TOKEN = 3  # the prompt's tokens as the caps count them (see the module docstring)
 MAX_ANSWER_BYTES = 1 << 20  # an answer's module above this is refused, like an oversized upload
@@ -117,7 +118,7 @@ class LLMProposer:
         self.patterns = tuple(patterns)
         self._round_spent: dict[int, int] = {}
         self.prompts: list[Prompt] = []  # what was sent, for the caller's inspection
-        self._client = client or openai.OpenAI(
+        self._client = client or _openai().OpenAI(
             base_url=config.base_url,
             # The client insists on a key; OpenAI-compatible local servers ignore it.
             api_key=config.api_key or "not-needed",
@@ -194,6 +195,7 @@ class LLMProposer:
         if cfg.temperature is not None:
             options["temperature"] = cfg.temperature
         t0 = time.perf_counter()
+        openai = _openai()
 
         def failed(message: str, code: str, *, permanent: bool = False) -> ProposerError:
             usage = LLMUsage(
@@ -266,6 +268,15 @@ class LLMProposer:
 
 def _cap_tokens(chars: int) -> int:
     return math.ceil(chars / CAP_CHARS_PER_TOKEN)
+
+
+def _openai():
+    """The `openai` package, imported where a request is made: importing it takes 1.7 s (its
+    generated types), and every Django process reads this module through the forms (the web
+    process, `manage.py` commands, the workers) whether or not an LLM is configured."""
+    import openai
+
+    return openai
 
 
 def _brief(exc: openai.APIStatusError) -> str:
