@@ -17,16 +17,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _check_suite():
-    spec = importlib.util.spec_from_file_location(
-        "bench_check_suite_compat", ROOT / "bench" / "check_suite.py"
-    )
+def _load(name: str):
+    """bench/<name>.py as a module of its own (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}_compat", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-check_suite = _check_suite()
+check_suite = _load("check_suite")
+check_pool = _load("check_pool")
 
 HARNESS = """
 class Model(nn.Module):
@@ -186,13 +186,6 @@ CASES = [
 ]
 
 
-def _check_pool():
-    spec = importlib.util.spec_from_file_location("bench_check_pool_compat", ROOT / "bench" / "check_pool.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
     """Every case checked by the plain and by the --compat interpreter: one check_pool child
@@ -204,7 +197,6 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, d
         path = folder / f"m_{case.id.replace('-', '_')}.py"
         path.write_text(PRELUDE + textwrap.dedent(kernel) + HARNESS.replace("REF", ref))
         paths[case.id] = str(path.resolve())
-    check_pool = _check_pool()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         plain = pool.submit(check_pool.check_modules, list(paths.values()), 1, 300)
         compat = pool.submit(check_pool.check_modules, list(paths.values()), 1, 300, compat=True)
