@@ -10,7 +10,7 @@ import pytest
 
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import ProposalContext
-from diagnosis.engine.proposers.rules import RulesProposer, apply_family
+from diagnosis.engine.proposers.rules import RuleInput, RulesProposer, apply_family
 from diagnosis.engine.tier0 import run_tier0
 from tests.engine.rules_cases import harness as h
 
@@ -102,6 +102,21 @@ FIX = [
         ],
         id="reduction-without-axis-gets-axis-0",
     ),
+    pytest.param(
+        h.variant(
+            COLSUM,
+            (
+                "@triton.jit\n",
+                "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['M'])\n@triton.jit\n",
+            ),
+        ),
+        [
+            "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['M'])\n@triton.jit\n"
+            "def colsum_kernel(x_ptr, out_ptr, M, N, stride_xm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n",
+            "colsum_kernel[(triton.cdiv(N, 16),)](x, out, M, N, x.stride(0), BLOCK_M=256, BLOCK_N=16)",
+        ],
+        id="autotuned-on-warps",
+    ),
 ]
 
 NOOP = [
@@ -109,13 +124,15 @@ NOOP = [
     pytest.param((h.SUITE / "15_max_dim_fp32.py").read_text(), id="row-walk-is-contiguous"),
     pytest.param((h.SUITE / "18_transpose_fp32.py").read_text(), id="two-dimensional-grid"),
     pytest.param(
-        h.variant(COLSUM, ("colsum_kernel[(N,)](x, out, M, N,", "colsum_kernel[(x.shape[1],)](x, out, M, N,")),
+        h.variant(
+            COLSUM, ("colsum_kernel[(N,)](x, out, M, N,", "colsum_kernel[(x.shape[1],)](x, out, M, N,")
+        ),
         id="grid-not-passed-as-an-argument",
     ),
     pytest.param(h.variant(COLSUM, ("BLOCK_M=256", "BLOCK_M=2048")), id="tile-too-large-for-registers"),
     pytest.param(
-        h.variant(COLSUM, ("        acc += x\n", "        if start > 0:\n            acc += x\n")),
-        id="a-branch",
+        h.variant(COLSUM, ("        acc += x\n", "        if col > 0:\n            acc += x\n")),
+        id="a-branch-on-the-program-index",
     ),
     pytest.param(
         h.variant(COLSUM, ("range(0, M, BLOCK_M)", "range(0, col + 1, BLOCK_M)")), id="loop-bound-per-program"
@@ -145,12 +162,128 @@ NOOP = [
             COLSUM,
             (
                 "@triton.jit\n",
-                "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['M'])\n@triton.jit\n",
+                "@triton.autotune(configs=[triton.Config({'BLOCK_M': 256}, num_warps=4)], key=['M'])\n"
+                "@triton.jit\n",
             ),
+            (", BLOCK_M=256)", ")"),
         ),
-        id="autotuned",
+        id="autotune-chooses-the-walked-block",
     ),
 ]
+
+
+# A program index split into digits by `%` and `//` (the heads of [B, T, H] the contiguous
+# axis): both modules take the same shape cases, which size the chunk a wrapper passes.
+SCAN = h.source("strided_heads_scan.py")
+CHUNKS = h.source("strided_heads_chunks.py")
+HEADS = h.rule_input(h.cases_of(h.HERE / "strided_heads_chunks.py"))
+
+SPLIT_FIX = [
+    pytest.param(
+        SCAN,
+        [
+            "    pid = tl.program_id(0).to(tl.int64)\n"
+            "    b, h = pid // tl.cdiv(H, BLOCK_H), (pid % tl.cdiv(H, BLOCK_H)) * BLOCK_H + tl.arange(0, BLOCK_H)\n"
+            "    h_mask = h < H\n    start = b * T * H + h\n",
+            "    carry = tl.zeros([BLOCK_H], dtype=tl.float32)\n",
+            "        blk = n_blocks - 1 - i if REVERSE else i\n",
+            "        vals = tl.load(x + start[None, :] + t[:, None] * H, mask=keep[:, None] & h_mask[None, :], "
+            "other=0.0).to(tl.float32)\n",
+            "            out = tl.cumsum(vals, axis=0, reverse=True) + carry[None, :]\n",
+            "        carry += tl.sum(vals, 0)\n",
+            "        tl.store(y + start[None, :] + t[:, None] * H, out.to(y.dtype.element_ty), "
+            "mask=keep[:, None] & h_mask[None, :])\n",
+            "running_sum_kernel[(B * triton.cdiv(H, 32),)](x, y, T, H=H, BLOCK_T=128, REVERSE=False, BLOCK_H=32)",
+        ],
+        HEADS,
+        id="digits-by-floordiv-and-mod-scalar-carry-constexpr-branches",
+    ),
+    pytest.param(
+        CHUNKS,
+        [
+            "    bh, chunk = digits_of_program(B * tl.cdiv(H, BLOCK_H))\n"
+            "    b, h = bh // tl.cdiv(H, BLOCK_H), (bh % tl.cdiv(H, BLOCK_H)) * BLOCK_H + tl.arange(0, BLOCK_H)\n"
+            "    h_mask = h < H\n",
+            "    offs = (b * T + steps[:, None]) * H + h[None, :]\n",
+            "    g = tl.load(src + offs, mask=inside[:, None] & h_mask[None, :], other=0.0)\n",
+            "    if SCALED:\n        acc *= scale\n",
+            "    chunk_cumsum_kernel[(n_chunks * B * triton.cdiv(H, 32),)](\n",
+            "        REVERSE=False, SCALED=scale is not None, BLOCK_H=32,\n    )\n",
+        ],
+        HEADS,
+        id="digits-from-a-jit-helper-keyword-launch",
+    ),
+    pytest.param(
+        h.variant(CHUNKS, ("    b, h = bh // H, bh % H\n", "    b = bh // H\n    h = bh % H\n")),
+        [
+            "    b = bh // tl.cdiv(H, BLOCK_H)\n    h = (bh % tl.cdiv(H, BLOCK_H)) * BLOCK_H + tl.arange(0, BLOCK_H)\n"
+        ],
+        HEADS,
+        id="digits-one-per-statement",
+    ),
+]
+
+SPLIT_NOOP = [
+    pytest.param(
+        h.variant(CHUNKS, ("(B * H)", "(B * 32)"), ("[(n_chunks * B * H,)]", "[(n_chunks * B * 32,)]")),
+        id="a-divisor-without-the-heads",
+    ),
+    pytest.param(
+        h.variant(CHUNKS, ("[(n_chunks * B * H,)]", "[(n_chunks * g.numel() // T,)]")),
+        id="grid-not-a-product",
+    ),
+    pytest.param(
+        h.variant(CHUNKS, ("return q % inner, q // inner", "return (q + 1) % inner, q // inner")),
+        id="a-helper-that-shifts-the-index",
+    ),
+    pytest.param(
+        h.variant(CHUNKS, ("if middle is None:", "if middle is not None:")),
+        id="helper-takes-the-other-branch",
+    ),
+    pytest.param(
+        h.variant(CHUNKS, ("    b, h = bh // H, bh % H\n", "    b, h = bh // H, bh % H\n    h = h + 0\n")),
+        id="the-head-rebound",
+    ),
+    pytest.param(
+        h.variant(CHUNKS, ("    if SCALED:\n", "    if h > 0:\n")),
+        id="a-branch-on-the-head",
+    ),
+    pytest.param(
+        h.variant(
+            CHUNKS,
+            (
+                "    tl.store(dst + offs, acc, mask=inside)",
+                "    tl.store(dst + offs + bh - bh, acc, mask=inside)",
+            ),
+        ),
+        id="the-undivided-index-read-after-the-split",
+    ),
+    pytest.param(
+        h.variant(SCAN, ("    b, h = pid // H, pid % H\n", "    b = pid // 4\n    h = b % H\n")),
+        id="the-heads-above-another-digit",
+    ),
+    pytest.param(
+        h.variant(
+            SCAN,
+            ("        carry += tl.sum(vals, 0)\n", "        carry += tl.sum(vals, 0)\n        T = T + h\n"),
+        ),
+        id="a-loop-bound-rebound-per-head",
+    ),
+]
+
+
+@pytest.mark.parametrize(("before", "present", "inp"), SPLIT_FIX)
+def test_it_tiles_a_split_program_index(before: str, present: list[str], inp: RuleInput) -> None:
+    rw = apply_family(Family.COALESCE, before, inp)
+    assert rw is not None
+    assert h.parses(rw.source)
+    for text in present:
+        assert text in rw.source, text
+
+
+@pytest.mark.parametrize("before", SPLIT_NOOP)
+def test_it_refuses_a_split_it_cannot_prove(before: str) -> None:
+    assert apply_family(Family.COALESCE, before, HEADS) is None
 
 
 @pytest.mark.parametrize(("before", "present"), FIX)
@@ -199,10 +332,10 @@ def test_tier0_leads_the_proposer_to_the_rewrite() -> None:
 
 
 def test_tiled_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None:
-    """Verify inputs with column counts below, at and above one tile, and a single row."""
+    """Verify inputs with column (head) counts below, at and above one tile, and a single row."""
     paths = []
-    for p in FIX:
-        rw = apply_family(Family.COALESCE, p.values[0], h.rule_input())
+    for p in FIX + SPLIT_FIX:
+        rw = apply_family(Family.COALESCE, p.values[0], HEADS if p in SPLIT_FIX else h.rule_input())
         assert rw is not None
         path = tmp_path / f"{p.id}.py"
         path.write_text(rw.source)

@@ -58,10 +58,12 @@ def line_of(path: Path, text: str) -> int:
     [
         pytest.param("strided_colsum.py", "x = tl.load(", id="column-sum"),
         pytest.param("strided_transpose.py", "column = tl.load(", id="transpose"),
+        pytest.param("strided_heads_scan.py", "vals = tl.load(", id="heads-of-a-split-program-index"),
+        pytest.param("strided_heads_chunks.py", "g = tl.load(", id="heads-split-by-a-helper"),
     ],
 )
 def test_the_walked_column_loads_become_vector_loads(tmp_path: Path, name: str, walked: str) -> None:
-    before, after = rewrite(tmp_path, name, Family.COALESCE)
+    before, after = rewrite(tmp_path, name, Family.COALESCE, h.cases_of(h.HERE / name))
     compiled = compile_module(before)
     [kernel] = compiled.kernels
     row = line_table(kernel)[line_of(before, walked)]

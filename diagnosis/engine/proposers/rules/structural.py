@@ -275,12 +275,15 @@ def add_kwargs(call: cst.Call, kwargs: Sequence[tuple[str, str]]) -> cst.Call:
 
 
 def _separator(last: object, before: object) -> cst.Comma:
-    """The comma to put after what was the last item of a list, when items are one per line:
+    """The comma to put after what was the last item of a list: when items are one per line,
     the one between the two last items (a trailing comma breaks to the closing bracket's
-    indentation, not the items'), else the trailing one, else `, `."""
-    for comma in (before, last):
-        if isinstance(comma, cst.Comma) and "\n" in cu.code(comma):
-            return comma
+    indentation, not the items'), or the trailing one of a single item; else `, ` (several
+    items on a line keep to their line, whatever the trailing comma does)."""
+    if isinstance(before, cst.Comma):
+        if "\n" in cu.code(before):
+            return before
+    elif isinstance(last, cst.Comma) and "\n" in cu.code(last):
+        return last
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 

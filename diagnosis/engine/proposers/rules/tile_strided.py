@@ -33,6 +33,7 @@ started from a literal, `tl.zeros` or `tl.full`, and tiles of at most 8192 eleme
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.structural import (
+    Grid,
     Spelling,
     add_kwargs,
     add_param,
@@ -51,6 +53,7 @@ from diagnosis.engine.proposers.rules.structural import (
     read_grid,
     same_code,
 )
+from diagnosis.engine.srcmodel.read import params_of
 
 # value kinds, as bits: per program (P), along the walked block axis (R), both (RP)
 S, P, R, RP = 0, 1, 2, 3
@@ -79,14 +82,17 @@ class _Kernel:
     """What the typing pass learnt about one kernel."""
 
     kernel: cu.Kernel
-    pid: str
-    pid_statement: cst.SimpleStatementLine
+    pid: str  # the per-program value that becomes the tile's second axis
+    index: list[cst.SimpleStatementLine]  # the statements that compute it (left to _plan)
     sp: Spelling
+    fixed: frozenset[str] = frozenset()  # names those statements bind that nothing may rebind
+    uniform: frozenset[str] = frozenset()  # the ones a rebinding must keep the same for all lanes
     env: dict[str, int] = field(default_factory=dict)
     memo: dict[int, int] = field(default_factory=dict)
     defs: list[tuple[str, cst.BaseExpression, bool]] = field(default_factory=list)  # name, value, augmented
     memory: list[cst.Call] = field(default_factory=list)  # every tl.load / tl.store
     loops: list[cst.For] = field(default_factory=list)
+    branches: list[cst.If] = field(default_factory=list)
 
     # -- kinds ---------------------------------------------------------------------------
 
@@ -104,12 +110,15 @@ class _Kernel:
         if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
             return S
         if isinstance(node, cst.Attribute):
-            head = node
+            head, chain = node, []
             while isinstance(head, cst.Attribute):
+                chain.append(head.attr.value)
                 head = head.value
-            if cu.dotted(node) is None or (isinstance(head, cst.Name) and self.of(head) != S):
+            if cu.dotted(node) is None:
                 raise _Refuse(f"attribute {cu.code(node)}")
-            return S
+            if isinstance(head, cst.Name) and self.of(head) != S and chain[-1] != "dtype":
+                raise _Refuse(f"attribute {cu.code(node)}")
+            return S  # a module attribute, or the element type of a block (`p.dtype.element_ty`)
         if isinstance(node, cst.BinaryOperation):
             return self.of(node.left) | self.of(node.right)
         if isinstance(node, cst.UnaryOperation):
@@ -123,6 +132,14 @@ class _Kernel:
             return kind
         if isinstance(node, cst.Call):
             return self._call(node)
+        if isinstance(node, cst.IfExp):  # `a if REVERSE else b`: every lane takes the same side
+            if self.of(node.test) != S:
+                raise _Refuse("a conditional expression on a per-lane test")
+            return self.of(node.body) | self.of(node.orelse)
+        if isinstance(node, cst.BooleanOperation):
+            if self.of(node.left) != S or self.of(node.right) != S:
+                raise _Refuse("a boolean operation on blocks")
+            return S
         raise _Refuse(f"expression {type(node).__name__}")
 
     def _call(self, node: cst.Call) -> int:  # noqa: C901
@@ -136,11 +153,11 @@ class _Kernel:
             return R
         if name in ("tl.zeros", "tl.full"):
             shape = values[0] if values else None
-            if not isinstance(shape, (cst.List, cst.Tuple)) or len(shape.elements) != 1:
+            if not isinstance(shape, (cst.List, cst.Tuple)) or len(shape.elements) > 1:
                 raise _Refuse("a block that is not 1-D")
-            if any(self.of(v) for v in values[1:]) or self.of(shape.elements[0].value):
+            if any(self.of(v) for v in values[1:]) or any(self.of(e.value) for e in shape.elements):
                 raise _Refuse("zeros of a per-program value")
-            return R
+            return R if shape.elements else S  # `tl.zeros([], ...)` is a scalar
         if name in ("tl.load", "tl.store"):
             kind = S
             for v in values:
@@ -149,11 +166,13 @@ class _Kernel:
         if name in REDUCTIONS or name in SCANS:
             operand = cu.arg(node, "input", 0)
             axis = cu.arg(node, "axis", 1)
-            extra = [
-                a for a in node.args if a.keyword is not None and a.keyword.value not in ("input", "axis")
-            ]
-            if operand is None or extra or len(node.args) > 2:
+            allowed = ("input", "axis", "reverse") if name in SCANS else ("input", "axis")
+            extra = [a for a in node.args if a.keyword is not None and a.keyword.value not in allowed]
+            reverse = cu.arg(node, "reverse")
+            if operand is None or extra or sum(a.keyword is None for a in node.args) > 2:
                 raise _Refuse("reduction options")
+            if reverse is not None and self.of(reverse) != S:
+                raise _Refuse("a per-lane scan direction")
             if axis is not None and cu.int_literal(axis) not in (0, -1) and cu.dotted(axis) != "None":
                 raise _Refuse("reduction axis")
             kind = self.of(operand)
@@ -178,7 +197,16 @@ class _Kernel:
 
     def collect(self, block: cst.BaseSuite, top: bool) -> None:
         for st in cu.body_statements(block):
-            if st is self.pid_statement:
+            if any(st is s for s in self.index):
+                continue
+            if isinstance(st, cst.If):  # its test must be the same for every lane (see infer)
+                self.branches.append(st)
+                self.collect(st.body, False)
+                orelse = st.orelse
+                if isinstance(orelse, cst.Else):
+                    self.collect(orelse.body, False)
+                elif isinstance(orelse, cst.If):
+                    self.collect(cst.IndentedBlock(body=[orelse]), False)
                 continue
             if isinstance(st, cst.For):
                 if not isinstance(st.target, cst.Name) or st.orelse is not None or st.asynchronous:
@@ -194,19 +222,20 @@ class _Kernel:
                 self._small(small, top)
 
     def _small(self, small: cst.BaseSmallStatement, top: bool) -> None:
-        if (
-            isinstance(small, cst.Assign)
-            and len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)
-        ):
-            name = small.targets[0].target.value
-            if name == self.pid:
-                raise _Refuse("the program index is rebound")
-            self.defs.append((name, small.value, False))
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            pairs = _pairs(small)
+            if pairs is None:
+                raise _Refuse("assignment form")
+            for name, value in pairs:
+                if name == self.pid or name in self.fixed:
+                    raise _Refuse("the program index is rebound")
+                self.defs.append((name, value, False))
         elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
-            if small.target.value == self.pid:
+            if small.target.value == self.pid or small.target.value in self.fixed:
                 raise _Refuse("the program index is rebound")
             self.defs.append((small.target.value, small.value, True))
+        elif isinstance(small, cst.Return) and small.value is None:
+            pass  # under tests that are the same for every lane: all of them return together
         elif isinstance(small, cst.Expr) and self.sp.is_call(small.value, "tl.store"):
             pass
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString) and top:
@@ -231,13 +260,18 @@ class _Kernel:
         for loop in self.loops:
             if self.of(loop.iter):
                 raise _Refuse("a loop bound that depends on the program")
-        mine = set(map(id, cu.walk(self.pid_statement)))
+        for branch in self.branches:
+            if self.of(branch.test):
+                raise _Refuse("a branch on a per-program or per-lane value")
+        if any(self.env.get(name, S) != S for name in self.uniform):
+            raise _Refuse("a per-program value rebound to a block")
+        mine = {id(n) for st in self.index for n in cu.walk(st)}
         for node in cu.walk(self.kernel.node.body):
             if id(node) in mine:
                 continue
             if self.sp.is_call(node, "tl.program_id", "tl.num_programs"):
                 raise _Refuse("another program_id or num_programs")
-            if isinstance(node, (cst.Subscript, cst.Lambda, cst.IfExp, cst.BooleanOperation)):
+            if isinstance(node, (cst.Subscript, cst.Lambda)):
                 raise _Refuse(type(node).__name__)
             if isinstance(node, cst.Call):
                 self.of(node)  # refuses calls outside the list, wherever they are
@@ -246,6 +280,23 @@ class _Kernel:
                 ptr = cu.arg(node, "pointer", 0)
                 if self.sp.is_call(node, "tl.store") and ptr is not None and self.of(node) != self.of(ptr):
                     raise _Refuse("a store whose value has an axis its address lacks (programs race)")
+
+
+def _pairs(small: cst.Assign) -> list[tuple[str, cst.BaseExpression]] | None:
+    """`name = value` and `a, b = x, y` as (name, value) pairs; None for other targets."""
+    target = small.targets[0].target
+    if isinstance(target, cst.Name):
+        return [(target.value, small.value)]
+    value = small.value
+    if (
+        isinstance(target, cst.Tuple)
+        and isinstance(value, cst.Tuple)
+        and len(target.elements) == len(value.elements)
+        and all(isinstance(e.value, cst.Name) for e in target.elements)
+        and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+    ):
+        return [(t.value.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]  # type: ignore[attr-defined]
+    return None
 
 
 def _in(node: cst.CSTNode, container: cst.CSTNode) -> bool:
@@ -352,6 +403,8 @@ class _Writer:
             )
         if isinstance(node, cst.UnaryOperation):
             return node.with_changes(expression=self.rebuild(node.expression))
+        if isinstance(node, cst.IfExp):
+            return node.with_changes(body=self.within(node.body, kind), orelse=self.within(node.orelse, kind))
         if isinstance(node, cst.Call):
             return self.call(node)
         return node
@@ -406,23 +459,38 @@ class _Writer:
             args.append(cu.keyword_arg("mask", pmask))
         return node.with_changes(args=args)
 
+    def value(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        return self.widen[id(node)] if id(node) in self.widen else self.rebuild(node)
+
     def block_of(self, suite: cst.BaseSuite) -> cst.BaseSuite:
         assert isinstance(suite, cst.IndentedBlock)
         return suite.with_changes(body=[self.statement(s) for s in suite.body])
 
     def statement(self, st: cst.BaseStatement) -> Any:
-        if st is self.k.pid_statement:
+        if any(st is s for s in self.k.index):
             return st
         if isinstance(st, cst.For):
             return st.with_changes(body=self.block_of(st.body))
+        if isinstance(st, cst.If):
+            orelse = st.orelse
+            if isinstance(orelse, cst.Else):
+                orelse = orelse.with_changes(body=self.block_of(orelse.body))
+            elif isinstance(orelse, cst.If):
+                orelse = self.statement(orelse)
+            return st.with_changes(body=self.block_of(st.body), orelse=orelse)
         assert isinstance(st, cst.SimpleStatementLine)
         return st.with_changes(body=[self.small(s) for s in st.body])
 
     def small(self, small: cst.BaseSmallStatement) -> cst.BaseSmallStatement:
         if isinstance(small, cst.Assign):
-            if id(small.value) in self.widen:
-                return small.with_changes(value=self.widen[id(small.value)])
-            return small.with_changes(value=self.rebuild(small.value))
+            if isinstance(small.targets[0].target, cst.Tuple):
+                assert isinstance(small.value, cst.Tuple)
+                return small.with_changes(
+                    value=small.value.with_changes(
+                        elements=[e.with_changes(value=self.value(e.value)) for e in small.value.elements]
+                    )
+                )
+            return small.with_changes(value=self.value(small.value))
         if isinstance(small, cst.AugAssign):
             assert isinstance(small.target, cst.Name)
             kind = self.k.env.get(small.target.value, S)
@@ -450,6 +518,12 @@ def _widen(k: _Kernel, block: str) -> dict[int, cst.BaseExpression]:
             )
             continue
         literal = value.expression if isinstance(value, cst.UnaryOperation) else value
+        if have == S and need == P and k.sp.is_call(value, "tl.zeros", "tl.full"):
+            assert isinstance(value, cst.Call)  # `tl.zeros([], dtype=...)`
+            out[id(value)] = value.with_changes(
+                args=[value.args[0].with_changes(value=cu.expr(f"[{block}]")), *value.args[1:]]
+            )
+            continue
         if have == S and need == P:
             if isinstance(literal, cst.Integer):
                 dtype = "tl.int32"
@@ -526,35 +600,357 @@ def _block_extent(k: _Kernel, launch: cu.Launch, tree: cst.Module, inp: RuleInpu
     return max(sizes) if sizes else None
 
 
-def _plan(
-    kernel: cu.Kernel, launches: list[cu.Launch], tree: cst.Module, sp: Spelling, inp: RuleInput
-) -> _Plan | None:
+@dataclass
+class _Index:
+    """How a kernel's program index reaches the value that becomes the tile's second axis,
+    and how the rewrite writes it: the statements that compute it, the parameter its lanes are
+    masked to, and the new grid."""
+
+    pid: str
+    statements: list[cst.SimpleStatementLine]
+    bound: str  # the kernel parameter the lanes are masked to
+    fixed: frozenset[str]
+    uniform: frozenset[str]
+    write: Callable[[str], dict[int, cst.SimpleStatementLine]]  # block name -> new statements by old id
+    grid: Callable[[str], cst.BaseExpression]  # the block size as code -> the new grid axis
+
+
+def _whole_index(
+    kernel: cu.Kernel, sp: Spelling, launch: cu.Launch, axis: cst.BaseExpression
+) -> _Index | None:
+    """`p = tl.program_id(0)` on a grid `(n,)` that passes n for a parameter: program q takes
+    the values q * BLOCK + j."""
     found = _pid_statement(kernel, sp)
-    mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if found is None or len(mine) != 1 or mine[0].has_star_args or kernel.autotuned:
+    if found is None:
         return None
-    pid, pid_statement, pid_call = found
+    pid, statement, call = found
+    bound = launch.bound(kernel)
+    consts = constexprs(kernel, sp)
+    n = next(
+        (p for p in kernel.params if p not in consts and p in bound and same_code(bound[p], axis)),
+        None,
+    )
+    if n is None or n in cu.Bindings(kernel.node).by_name:
+        return None
+    assign = statement.body[0]
+    assert isinstance(assign, cst.Assign)
+
+    def write(block: str) -> dict[int, cst.SimpleStatementLine]:
+        value = sp.expr(f"{cu.code(call)} * {block} + tl.arange(0, {block})")
+        return {id(statement): statement.with_changes(body=[assign.with_changes(value=value)])}
+
+    def grid(size: str) -> cst.BaseExpression:
+        return sp.expr(f"triton.cdiv({cu.code(axis)}, {size})")
+
+    return _Index(pid, [statement], n, frozenset({pid}), frozenset(), write, grid)
+
+
+# ---------------------------------------------------------------------------------------
+# a program index split into digits
+
+ROOT = ""  # the program index itself, as the left operand of a split
+
+
+def _program_index(node: cst.CSTNode, sp: Spelling) -> bool:
+    """`tl.program_id(0)`, cast or not (`tl.program_id(0).to(tl.int64)`)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+        node = node.func.value
+    return sp.is_call(node, "tl.program_id") and cu.int_literal(cu.arg(node, "axis", 0)) == 0
+
+
+@dataclass
+class _Digit:
+    """One value of a split: `name = left % divisor` ("%"), `left // divisor` ("//") or the
+    program index itself ("="); `node` is the `%` operation when it is in the kernel."""
+
+    name: str
+    op: str
+    left: str
+    divisor: cst.BaseExpression | None
+    node: cst.BinaryOperation | None
+    statement: cst.SimpleStatementLine
+
+
+def _is_none(test: cst.BaseExpression, bound: dict[str, cst.BaseExpression]) -> bool | None:
+    """`X is None` / `X is not None` for a parameter X bound at a call; None when unknown."""
+    if not (
+        isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1
+    ):
+        return None
+    target = test.comparisons[0]
+    if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+        return None
+    value = bound.get(test.left.value)
+    if value is None or (isinstance(value, cst.Name) and value.value != "None"):
+        return None  # unbound, or a name that may hold None
+    none = isinstance(value, cst.Name)
+    if isinstance(target.operator, cst.Is):
+        return none
+    return not none if isinstance(target.operator, cst.IsNot) else None
+
+
+def _helper_digits(
+    call: cst.Call, helper: cu.Kernel, sp: Spelling
+) -> list[tuple[str, cst.BaseExpression | None]] | None:
+    """What a jit helper that splits the program index returns at this call, per element: "="
+    for the index, or "%" / "//" with the call's argument it divides by. The helper's body:
+    `pid = tl.program_id(0)` (cast or not), tests of a parameter against None, and a return
+    of a tuple of `pid`, `pid % X` and `pid // X` for parameters X (fla's
+    `unflatten_program_id`)."""
+    if any(a.star for a in call.args):
+        return None
+    params = [p.name.value for p in params_of(helper.node)]
+    bound: dict[str, cst.BaseExpression] = {}
+    for name, a in zip(params, [a for a in call.args if a.keyword is None], strict=False):
+        bound[name] = a.value
+    bound.update({a.keyword.value: a.value for a in call.args if a.keyword is not None})
+    passed = {id(v) for v in bound.values()}
+    for p in params_of(helper.node):
+        if p.name.value not in bound and p.default is not None:
+            bound[p.name.value] = p.default
+    pid = None
+    body = cu.body_statements(helper.node.body)
+    while body:
+        st = body.pop(0)
+        if isinstance(st, cst.If):
+            taken = _is_none(st.test, bound)
+            if taken is None or isinstance(st.orelse, cst.If):
+                return None
+            if taken:
+                body = cu.body_statements(st.body)
+            elif st.orelse is not None:
+                body = cu.body_statements(st.orelse.body)
+            continue
+        if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
+            return None
+        small = st.body[0]
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString):
+            continue  # the docstring
+        assigned = cu.simple_assigns(st)
+        if pid is None and len(assigned) == 1 and _program_index(assigned[0][1], sp):
+            pid = assigned[0][0]
+            continue
+        if pid is None or not isinstance(small, cst.Return) or not isinstance(small.value, cst.Tuple):
+            return None
+        out: list[tuple[str, cst.BaseExpression | None]] = []
+        for e in small.value.elements:
+            v = e.value
+            if isinstance(v, cst.Name) and v.value == pid:
+                out.append(("=", None))
+            elif (
+                isinstance(v, cst.BinaryOperation)
+                and isinstance(v.operator, (cst.Modulo, cst.FloorDivide))
+                and isinstance(v.left, cst.Name)
+                and v.left.value == pid
+                and isinstance(v.right, cst.Name)
+                and id(bound.get(v.right.value)) in passed
+            ):
+                out.append(("%" if isinstance(v.operator, cst.Modulo) else "//", bound[v.right.value]))
+            else:
+                return None
+        return out
+    return None
+
+
+def _digits(kernel: cu.Kernel, sp: Spelling, helpers: dict[str, cu.Kernel]) -> list[_Digit] | None:
+    """The top-level statements that split the program index, as digits; None when a
+    statement mixes the split with other values or splits it some other way."""
+    digits: list[_Digit] = []
+    held = {ROOT}  # names that still hold every digit of the index (or the low ones)
+    for st in cu.body_statements(kernel.node.body):
+        if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
+            continue
+        small = st.body[0]
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            continue
+        target = small.targets[0].target
+        found: list[_Digit | None] = []
+        helper = helpers.get(cu.call_name(small.value) or "") if isinstance(small.value, cst.Call) else None
+        if helper is not None and isinstance(target, cst.Tuple):
+            assert isinstance(small.value, cst.Call)
+            parts = _helper_digits(small.value, helper, sp)
+            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+            if parts is None or len(parts) != len(names) or len(names) != len(target.elements):
+                return None
+            found = [_Digit(n, op, ROOT, d, None, st) for n, (op, d) in zip(names, parts, strict=True)]
+        else:
+            pairs = _pairs(small)
+            if pairs is None:
+                continue
+            for name, v in pairs:
+                if _program_index(v, sp):
+                    found.append(_Digit(name, "=", ROOT, None, None, st))
+                elif (
+                    isinstance(v, cst.BinaryOperation)
+                    and isinstance(v.operator, (cst.Modulo, cst.FloorDivide))
+                    and (
+                        _program_index(v.left, sp) or (isinstance(v.left, cst.Name) and v.left.value in held)
+                    )
+                ):
+                    left = v.left.value if isinstance(v.left, cst.Name) else ROOT
+                    op = "%" if isinstance(v.operator, cst.Modulo) else "//"
+                    found.append(_Digit(name, op, left, v.right, v, st))
+                else:
+                    found.append(None)
+        if all(d is None for d in found):
+            continue
+        if any(d is None for d in found):
+            return None
+        for d in found:
+            assert d is not None
+            digits.append(d)
+            if d.op in ("=", "%"):
+                held.add(d.name)
+    return digits
+
+
+def _factors(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
+
+
+def _has_factor(node: cst.BaseExpression, factor: cst.BaseExpression) -> bool:
+    """`node` is a product with `factor` among its factors exactly once."""
+    return sum(same_code(f, factor) for f in _factors(node)) == 1
+
+
+def _with_factor(
+    node: cst.BaseExpression, match: Callable[[cst.BaseExpression], bool], new: cst.BaseExpression
+) -> cst.BaseExpression | None:
+    """`node`, a product, with its one factor that `match`es replaced by `new`."""
+    hits = [f for f in _factors(node) if match(f)]
+    if len(hits) != 1:
+        return None
+    return new if hits[0] is node else cu.replace_in(node, [(hits[0], new)])
+
+
+def _split_indices(
+    kernel: cu.Kernel,
+    sp: Spelling,
+    launch: cu.Launch,
+    axis: cst.BaseExpression,
+    helpers: dict[str, cu.Kernel],
+) -> list[_Index]:
+    """A program index split into digits (`i_n, i_h = pid // H, pid % H`; fla's
+    `i_bh, i_t = unflatten_program_id(B * H)` then `i_b, i_h = i_bh // H, i_bh % H`), one
+    candidate per digit `fast = low % R` for a kernel parameter R. The digit becomes the tile's
+    axis: every divisor applied to a value still holding it must have R as a factor, and so
+    must the grid; the rewrite writes `tl.cdiv(R, BLOCK)` for R in each, so the digit's radix
+    becomes cdiv(R, BLOCK) and every other digit keeps its values, and
+    `fast = (low % tl.cdiv(R, BLOCK)) * BLOCK + tl.arange(0, BLOCK)`: lane j of digit b stands
+    for the old digit b * BLOCK + j, masked to R."""
+    digits = _digits(kernel, sp, helpers)
+    if not digits or sum(d.op == "=" for d in digits) > 1:
+        return []
+    bindings = cu.Bindings(kernel.node)
+    bound = launch.bound(kernel)
+    statements = list({id(d.statement): d.statement for d in digits}.values())
+    inside = {id(n) for st in statements for n in cu.walk(st)}
+    held = {d.name for d in digits if d.op in ("=", "%")}
+    read_outside = {
+        n.value for n in cu.walk(kernel.node.body) if isinstance(n, cst.Name) and id(n) not in inside
+    }
+    out = []
+    for fast in digits:
+        radix = fast.divisor
+        if fast.op != "%" or fast.node is None or not isinstance(radix, cst.Name):
+            continue
+        r = radix.value
+        if r not in kernel.params or r in bindings.by_name or r not in bound:
+            continue
+        low = held - {fast.name}
+        if low & read_outside or any(
+            len(bindings.by_name.get(d.name, [])) != 1 for d in digits if d.op != "//"
+        ):
+            continue
+        others = [d for d in digits if d is not fast and d.op != "="]
+        if any(d.divisor is None or not _has_factor(d.divisor, radix) for d in others):
+            continue
+        if any(cu.names_in(d.divisor) & held for d in others if d.divisor is not None):
+            continue
+        if not _has_factor(axis, bound[r]):
+            continue
+        out.append(_split_index(fast, others, statements, r, low, sp, axis, bound[r], digits))
+    return out
+
+
+def _split_index(
+    fast: _Digit,
+    others: list[_Digit],
+    statements: list[cst.SimpleStatementLine],
+    r: str,
+    low: set[str],
+    sp: Spelling,
+    axis: cst.BaseExpression,
+    launched: cst.BaseExpression,
+    digits: list[_Digit],
+) -> _Index:
+    assert fast.node is not None
+
+    def write(block: str) -> dict[int, cst.SimpleStatementLine]:
+        radix = sp.expr(f"tl.cdiv({r}, {block})")
+        edits: dict[int, tuple[cst.CSTNode, Any]] = {}
+        for d in others:
+            assert d.divisor is not None
+            new = _with_factor(d.divisor, lambda f: isinstance(f, cst.Name) and f.value == r, radix)
+            edits[id(d.divisor)] = (d.divisor, new)
+        left = cu.code(fast.node.left)
+        edits[id(fast.node)] = (
+            fast.node,
+            sp.expr(f"({left} % tl.cdiv({r}, {block})) * {block} + tl.arange(0, {block})"),
+        )
+        return {id(st): cu.replace_in(st, list(edits.values())) for st in statements}
+
+    def grid(size: str) -> cst.BaseExpression:
+        new = _with_factor(
+            axis, lambda f: same_code(f, launched), sp.expr(f"triton.cdiv({cu.code(launched)}, {size})")
+        )
+        assert new is not None
+        return new
+
+    high = frozenset(d.name for d in digits if d.op == "//")
+    return _Index(fast.name, statements, r, frozenset(low | {fast.name}), high, write, grid)
+
+
+def _plan(
+    kernel: cu.Kernel,
+    launches: list[cu.Launch],
+    tree: cst.Module,
+    sp: Spelling,
+    inp: RuleInput,
+    helpers: dict[str, cu.Kernel],
+) -> _Plan | None:
+    mine = [lc for lc in launches if lc.kernel == kernel.name]
+    if len(mine) != 1 or mine[0].has_star_args:
+        return None
     launch = mine[0]
     grid = read_grid(launch)
     if grid is None or len(grid.elements) != 1:
         return None
-    k = _Kernel(kernel, pid, pid_statement, sp)
+    axis = grid.elements[0]
+    whole = _whole_index(kernel, sp, launch, axis)
+    for index in [whole] if whole is not None else _split_indices(kernel, sp, launch, axis, helpers):
+        plan = _plan_with(kernel, launch, grid, index, tree, sp, inp)
+        if plan is not None:
+            return plan
+    return None
+
+
+def _plan_with(
+    kernel: cu.Kernel,
+    launch: cu.Launch,
+    grid: Grid,
+    index: _Index,
+    tree: cst.Module,
+    sp: Spelling,
+    inp: RuleInput,
+) -> _Plan | None:
+    k = _Kernel(kernel, index.pid, index.statements, sp, index.fixed, index.uniform)
     try:
         k.collect(kernel.node.body, True)
         k.infer()
         if _walks_a_column(k) is None:
-            return None
-        bound = launch.bound(kernel)
-        consts = constexprs(kernel, sp)
-        n = next(
-            (
-                p
-                for p in kernel.params
-                if p not in consts and p in bound and same_code(bound[p], grid.elements[0])
-            ),
-            None,
-        )
-        if n is None or n in cu.Bindings(kernel.node).by_name:
             return None
         extent = _block_extent(k, launch, tree, inp)
         if extent is None or extent <= 0:
@@ -563,27 +959,22 @@ def _plan(
         if extent * width > MAX_TILE_ELEMENTS:
             return None
         taken = cu.all_names(kernel.node) | set(kernel.params)
-        block = cu.fresh_name(f"BLOCK_{n.upper()}", taken)
-        mask = cu.fresh_name(f"{pid}_mask", taken)
+        block = cu.fresh_name(f"BLOCK_{index.bound.upper()}", taken)
+        mask = cu.fresh_name(f"{index.pid}_mask", taken)
         writer = _Writer(k, block, mask, _widen(k, block))
         body = writer.block_of(kernel.node.body)
     except _Refuse:
         return None
     assert isinstance(body, cst.IndentedBlock)
+    written = index.write(block)
+    masks = cst.SimpleStatementLine(
+        [cst.Assign([cst.AssignTarget(cst.Name(mask))], cu.expr(f"{index.pid} < {index.bound}"))]
+    )
     new_body = []
     for old, new in zip(cu.body_statements(kernel.node.body), body.body, strict=True):
-        if old is pid_statement:
-            value = sp.expr(f"{cu.code(pid_call)} * {block} + tl.arange(0, {block})")
-            assign = pid_statement.body[0]
-            assert isinstance(assign, cst.Assign)
-            new_body.append(pid_statement.with_changes(body=[assign.with_changes(value=value)]))
-            new_body.append(
-                cst.SimpleStatementLine(
-                    [cst.Assign([cst.AssignTarget(cst.Name(mask))], cu.expr(f"{pid} < {n}"))]
-                )
-            )
-        else:
-            new_body.append(new)
+        new_body.append(written.get(id(old), new))
+        if any(index.pid == name for name, _ in cu.simple_assigns(old)) and id(old) in written:
+            new_body.append(masks)
     try:
         fn = add_param(
             kernel.node.with_changes(body=body.with_changes(body=new_body)),
@@ -593,9 +984,8 @@ def _plan(
         )
     except ValueError:
         return None
-    g = cu.code(grid.elements[0])
     size = f'{grid.meta}["{block}"]' if grid.meta else str(width)
-    new_grid = sp.expr(f"(triton.cdiv({g}, {size}),)")
+    new_grid = cst.Tuple([cst.Element(index.grid(size), comma=cst.Comma())])
     edits: list[tuple[cst.CSTNode, Any]] = []
     call = launch.call
     if _in(grid.node, call):
@@ -616,7 +1006,9 @@ def tile_strided_walk(source: str, inp: RuleInput) -> Rewrite | None:
         return None
     kernels = cu.find_kernels(tree)
     launches = cu.find_launches(tree, kernels)
-    plans = [p for k in kernels.values() if inp.wants(k.name) and (p := _plan(k, launches, tree, sp, inp))]
+    plans = [
+        p for k in kernels.values() if inp.wants(k.name) and (p := _plan(k, launches, tree, sp, inp, kernels))
+    ]
     if not plans:
         return None
     edits: list[tuple[cst.CSTNode, Any]] = []
