@@ -205,6 +205,40 @@ def test_a_function_that_only_forwards_to_autotune_or_heuristics_is_read_as_it(o
     assert b.decorators == ("other", "triton.jit") and not b.autotuned and b.supplied == {}
 
 
+ALIASED = """
+import triton
+import triton.language as tl
+from triton import autotune
+
+cached_autotune = autotune
+maybe_tuner = triton.autotune
+{rebinding}
+
+@cached_autotune(configs=[triton.Config({{}}, num_warps=w) for w in [2, 4]], key=["n"])
+@triton.jit
+def a(x_ptr, n, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+@maybe_tuner(configs=[triton.Config({{"BLOCK": 128}})], key=["n"])
+@triton.jit
+def b(x_ptr, n, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+"""
+
+
+def test_a_module_name_bound_once_to_autotune_is_read_as_it() -> None:
+    """fla's `fla_cache_autotune = triton.autotune` (no cache installed): without it a rule saw
+    an untuned kernel and stacked a second autotuner on it (two num_warps at the launch)."""
+    m = model_of(ALIASED.format(rebinding=""))
+    assert m.kernels["a"].decorators == ("triton.autotune", "triton.jit") and m.kernels["a"].autotuned
+    assert m.kernels["b"].autotuned and m.kernels["b"].supplied == {"BLOCK": "autotune"}
+    # bound twice, it may be anything at the decorator: an unknown decorator
+    m = model_of(ALIASED.format(rebinding="maybe_tuner = print"))
+    assert m.kernels["a"].autotuned
+    assert m.kernels["b"].decorators == ("maybe_tuner", "triton.jit") and not m.kernels["b"].autotuned
+
+
 HELPER = src(
     """
     import torch

@@ -9,7 +9,8 @@ module wrote. A name the module does not import is read as written.
 A module-level function that only forwards its own arguments to Triton's autotuner or heuristics
 (flag_gems' `libtuner`, a project's `def autotune(configs, key, **kw): return
 triton.autotune(configs, key, **kw)`) is read as that decorator: `@libtuner(configs=..., key=...)`
-is an `@triton.autotune` whose `configs` and `key` are where Triton's are.
+is an `@triton.autotune` whose `configs` and `key` are where Triton's are. So is a module name
+bound once to one (`fla_cache_autotune = triton.autotune`).
 
 Rewrites write new code in that vocabulary; `respell` makes it valid in the module it goes to
 (`tl.arange` becomes `lang.arange` there, or an import is added).
@@ -125,7 +126,19 @@ def _factories(tree: cst.Module, names: Names) -> dict[str, str]:
     of `_FORWARDED`, passing only their own parameters: the positional ones at D's positions under
     the same names, keywords as `name=name`."""
     out: dict[str, str] = {}
+    assigned = [
+        t.target.value
+        for st in tree.body
+        if isinstance(st, cst.SimpleStatementLine)
+        for small in st.body
+        if isinstance(small, cst.Assign)
+        for t in small.targets
+        if isinstance(t.target, cst.Name)
+    ]
     for st in tree.body:
+        alias = _alias(st, names)
+        if alias is not None and assigned.count(alias[0]) == 1:
+            out[alias[0]] = alias[1]
         if not isinstance(st, cst.FunctionDef) or st.decorators:
             continue
         body = (
@@ -142,6 +155,22 @@ def _factories(tree: cst.Module, names: Names) -> dict[str, str]:
         if target in _FORWARDED and _forwards(st, ret.value, _FORWARDED[target]):
             out[st.name.value] = target
     return out
+
+
+def _alias(st: cst.CSTNode, names: Names) -> tuple[str, str] | None:
+    """`name = triton.autotune` at module level (fla's `fla_cache_autotune` where no cache is
+    installed): the name and the decorator of `_FORWARDED` it stands for."""
+    if not (
+        isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Assign)
+    ):
+        return None
+    small = st.body[0]
+    if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
+        return None
+    if not isinstance(small.value, (cst.Name, cst.Attribute)):
+        return None
+    target = names.resolve(_dotted(small.value))
+    return (small.targets[0].target.value, target) if target in _FORWARDED else None
 
 
 def _forwards(fn: cst.FunctionDef, call: cst.Call, positional: tuple[str, ...]) -> bool:
