@@ -31,7 +31,7 @@ TABLES = (
     ("test_rules_fusion", Family.FUSION, ("FIX", "STYLES")),
     ("test_rules_fusion_epilogue", Family.FUSION, ("FIX",)),
     ("test_rules_fusion_prologue", Family.FUSION, ("FIX",)),
-    ("test_rules_tile_strided", Family.COALESCE, ("FIX", "SPLIT_FIX")),
+    ("test_rules_tile_strided", Family.COALESCE, ("FIX", "SPLIT_FIX", "STYLES")),
 )
 
 

@@ -13,6 +13,7 @@ from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RuleInput, RulesProposer, apply_family
 from diagnosis.engine.tier0 import run_tier0
 from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import styles as st
 
 COLSUM = h.source("strided_colsum.py")
 TRANSPOSE = h.source("strided_transpose.py")
@@ -272,8 +273,37 @@ SPLIT_NOOP = [
 ]
 
 
-@pytest.mark.parametrize(("before", "present", "inp"), SPLIT_FIX)
-def test_it_tiles_a_split_program_index(before: str, present: list[str], inp: RuleInput) -> None:
+# Every import style (`import triton as tr`, `from triton import jit`, `triton.language as lang`,
+# `from triton.language import constexpr`) on a whole program index and on a split one; the
+# expected texts are written in that style too.
+STYLES = [
+    pytest.param(fn(before), [fn(t) for t in present], inp, id=f"{name}-{style}")
+    for style, fn in st.IMPORT_STYLES.items()
+    for name, before, present, inp in (
+        (
+            "column-sum",
+            COLSUM,
+            [
+                "    col = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)\n",
+                "colsum_kernel[(triton.cdiv(N, 16),)](x, out, M, N, x.stride(0), BLOCK_M=256, BLOCK_N=16)",
+            ],
+            h.rule_input(),
+        ),
+        (
+            "heads-split-by-a-helper",
+            CHUNKS,
+            [
+                "    bh, chunk = digits_of_program(B * tl.cdiv(H, BLOCK_H))\n",
+                "    chunk_cumsum_kernel[(n_chunks * B * triton.cdiv(H, 32),)](\n",
+            ],
+            HEADS,
+        ),
+    )
+]
+
+
+@pytest.mark.parametrize(("before", "present", "inp"), SPLIT_FIX + STYLES)
+def test_it_tiles_every_split_and_import_style(before: str, present: list[str], inp: RuleInput) -> None:
     rw = apply_family(Family.COALESCE, before, inp)
     assert rw is not None
     assert h.parses(rw.source)
