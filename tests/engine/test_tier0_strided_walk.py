@@ -76,6 +76,60 @@ def transpose(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
         ),
         id="transpose-writing-a-column",
     ),
+    # the program index split into digits: the heads of [B, T, H] are the contiguous axis
+    pytest.param(
+        src(
+            HEAD
+            + """
+@triton.jit
+def head_sums(x_ptr, out_ptr, T, H: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    b, h = pid // H, pid % H
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, T, BLOCK):
+        t = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + (b * T + t) * H + h, mask=t < T, other=0.0)  # <- T0-STRIDED-WALK
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+
+def head_sums_of(x):
+    B, T, H = x.shape
+    out = torch.empty(B * H, device=x.device)
+    head_sums[(B * H,)](x, out, T, H=H, BLOCK=256)
+    return out
+"""
+        ),
+        id="heads-of-a-program-index-split-by-floordiv-and-mod",
+    ),
+    pytest.param(
+        src(
+            HEAD
+            + """
+@triton.jit
+def split_pid(n: tl.constexpr):
+    q = tl.program_id(0)
+    return q % n, q // n
+
+
+@triton.jit
+def chunk_copy(x_ptr, y_ptr, T, H: tl.constexpr, CHUNK: tl.constexpr):
+    bh, c = split_pid(2 * H)
+    b, h = bh // H, bh % H
+    t = c * CHUNK + tl.arange(0, CHUNK)
+    offs = (b * T + t) * H + h  # <- T0-STRIDED-WALK, T0-STRIDED-WALK (the load and the store)
+    v = tl.load(x_ptr + offs, mask=t < T)
+    tl.store(y_ptr + offs, v, mask=t < T)
+
+
+def chunk_copy_of(x):
+    B, T, H = x.shape
+    y = torch.empty_like(x)
+    chunk_copy[(triton.cdiv(T, 64) * B * H,)](x, y, T, H=H, CHUNK=64)
+    return y
+"""
+        ),
+        id="heads-split-by-a-jit-helper-in-a-local-offset",
+    ),
 ]
 
 NOOP = [
@@ -114,6 +168,28 @@ def col_sum(x_ptr, out_ptr, n_rows, n_cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.c
 """
         ),
         id="already-tiled",
+    ),
+    pytest.param(
+        src(
+            HEAD
+            + """
+@triton.jit
+def head_rows(x_ptr, out_ptr, T, H: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    b, h = pid // H, pid % H
+    t = tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + (b * H + h) * T + t, mask=t < T)
+    tl.store(out_ptr + (b * H + h) * T + t, v, mask=t < T)
+
+
+def head_rows_of(x):
+    B, H, T = x.shape
+    out = torch.empty_like(x)
+    head_rows[(B * H,)](x, out, T, H=H, BLOCK=1024)
+    return out
+"""
+        ),
+        id="head-major-rows-are-contiguous",
     ),
 ]
 

@@ -80,6 +80,11 @@ def _axis(ctx: KernelContext, node: ast.expr) -> int | None:
             return _axis(ctx, node.args[0])
         return None
     if isinstance(node, ast.Name):
+        value = ctx.definition(node.id)
+        if value is not None and not ctx.multidim(node):
+            # `o_t = i_t * BT + tl.arange(0, BT)` is a block whatever `i_t` is (a chunk index
+            # loaded per program too); a block of loaded values (a gather's indices) is not
+            return _axis(ctx, value)
         deps = ctx.name_deps(node.id)
         return 0 if deps.arange and not deps.loaded and not ctx.multidim(node) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mod):
@@ -105,15 +110,18 @@ def _terms(ctx: KernelContext, node: ast.expr, seen: frozenset[str]) -> list[_Te
     if isinstance(node, ast.Name) and node.id in seen:
         return []  # a loop-carried pointer advance (``a_ptrs += BLOCK_K * stride_ak``)
     if isinstance(node, ast.Name) and ctx.defs.get(node.id):
-        if _axis(ctx, node) is not None:
-            return [_Term(0, node, None, node)]
-        out: list[_Term] = []
+        # through its definitions first: a local offset `(row + t) * H + h` is strided though
+        # it is a 1-D block; one that is only an index (`start + tl.arange(...)`) stays unit
+        out: list[_Term] | None = []
         for _, expr in ctx.defs[node.id]:
             terms = _terms(ctx, expr, seen | {node.id})
             if terms is None:
-                return None
+                out = None
+                break
             out += terms
-        return out
+        if out is not None:
+            return out
+        return [_Term(0, node, None, node)] if _axis(ctx, node) is not None else None
     axis = _axis(ctx, node)
     return None if axis is None else [_Term(axis, node, None, node)]
 
@@ -149,7 +157,7 @@ def _classify(ctx: KernelContext, stride: ast.expr | None) -> tuple[str, str]:
         ints = [v.as_int() for v in values]
         if ints and all(i == 1 for i in ints):
             return "unit", "1"
-        big = [v for v in values if (v.as_int() or 0) > 1]
+        big = [v for v in values if (v.as_int() or 0) > 1 or v.kind == "shape"]
         return ("size", big[0].text) if big else ("unknown", "")
     if name not in ctx.params:
         return "unknown", ""

@@ -534,9 +534,24 @@ class KernelContext:
                     out = out | Deps(loaded=True)
                 elif name in REDUCTIONS:
                     out = out | Deps(reduced=True)
+                elif name is None:
+                    out = out | self._helper_pids(sub)
                 if self.is_int64_cast(sub):
                     out = out | Deps(wide=True)
         return out
+
+    def _helper_pids(self, call: ast.Call) -> Deps:
+        """A call of a module jit function that reads `tl.program_id` (fla's
+        `unflatten_program_id`) returns values of those program axes."""
+        helper = self.module.kernels.get(self.module.canonical(call.func) or "")
+        if helper is None or helper is self:
+            return _NO_DEPS
+        axes = set()
+        for n in ast.walk(helper.node):
+            if isinstance(n, ast.Call) and helper.tl_name(n) == "program_id":
+                axis = _call_arg(n, 0, "axis")
+                axes.add(axis.value if isinstance(axis, ast.Constant) and isinstance(axis.value, int) else 0)
+        return Deps(pids=frozenset(axes)) if axes else _NO_DEPS
 
     def name_deps(self, name: str) -> Deps:
         if name in self._deps:

@@ -26,7 +26,7 @@ STRIDED_WALK = register_code(
     Tier.TRIAGE,
     Family.COALESCE,
     "{kernel}: the tl.{op} walks {index} with stride {stride} one element per lane while the element "
-    "next to each one belongs to the next program ({pid} = tl.program_id(0) is added with unit stride): "
+    "next to each one belongs to the next program ({pid}, from tl.program_id(0), is added with unit stride): "
     "every program pulls whole sectors for one element of each; a tile of a few programs' columns "
     "(BLOCK x BLOCK_P, the program index along the contiguous axis) reads them coalesced "
     "(gain from sector use, {bound}x for fp32, halved)",
@@ -35,7 +35,10 @@ STRIDED_WALK = register_code(
 
 
 def _program_index(ctx: KernelContext) -> str | None:
-    """The local bound once, to `tl.program_id(0)` alone."""
+    """The local bound once to `tl.program_id(0)` alone or, where the index is split into
+    digits, to the last digit taken `% R` of a value that holds program axis 0 (`i_h = i_bh %
+    H` after `i_bh, i_t = unflatten_program_id(B * H)`): the one to walk along."""
+    digit = None
     for name, defs in ctx.defs.items():
         if len(defs) != 1:
             continue
@@ -44,7 +47,16 @@ def _program_index(ctx: KernelContext) -> str | None:
             axis = call_arg(value, 0, "axis")
             if isinstance(axis, ast.Constant) and axis.value == 0:
                 return name
-    return None
+        if (
+            isinstance(value, ast.BinOp)
+            and isinstance(value.op, ast.Mod)
+            and isinstance(value.right, ast.Name)
+            and value.right.id in ctx.params
+            and ctx.deps(value.left).pids == frozenset({0})
+            and not ctx.deps(value.left).arange
+        ):
+            digit = name
+    return digit
 
 
 def _addends(ctx: KernelContext, node: ast.expr, pid: str, depth: int = 0) -> list[ast.expr]:
