@@ -14,7 +14,14 @@ along it. It rewrites the kernel so that each program takes BLOCK_P consecutive 
 every block `v` along the walked axis meets the program axis as `v[:, None]` and every
 per-program value as `p[None, :]` (tiles BLOCK x BLOCK_P), reductions along the walked axis
 name `axis=0`, loop-carried accumulators start at the tile's shape, every load and store whose
-address depends on p gains `& p_mask`, and the grid becomes `(cdiv(G, BLOCK_P),)`. Triton's
+address depends on p gains `& p_mask`, and the grid becomes `(cdiv(G, BLOCK_P),)`.
+
+The program index may also come split into digits by `%` and `//` (`i_n, i_h = i_nh // H,
+i_nh % H`, or a jit helper such as fla's `unflatten_program_id(B * H)` that returns `pid % X,
+pid // X`): then the digit `i_h = low % H` that an access adds with unit stride is the walked
+program value, and the rewrite takes BLOCK_H heads per program by writing `tl.cdiv(H, BLOCK_H)`
+for the factor H of every divisor applied to a value still holding that digit, and of the grid
+(see `_split_indices`). Triton's
 coalescing pass then orders each access's lanes along whichever tile axis is contiguous for it
 (the program axis for the walked column, the block axis for a row written out), converting the
 tile between the two layouts through shared memory where a transpose needs it, so a separate
@@ -25,10 +32,13 @@ computed before. Every value is computed element by element along the new axis, 
 scans run along the old axis only, and control flow (loop bounds) does not depend on p, so all
 lanes run the same statements; lanes past n are masked in every access that depends on p, and
 their other values reach nothing but their own masked stores. Preconditions (refused
-otherwise): straight-line statements and `for` loops only (no if, while, return, break), no
-existing 2-D block, subscript, dot, atomic or call outside the listed tl functions, no other
-program_id or num_programs, a name rebound with a different shape only as an accumulator
-started from a literal, `tl.zeros` or `tl.full`, and tiles of at most 8192 elements.
+otherwise): assignments, `for` loops, and `if` statements, conditional expressions and bare
+returns whose tests are the same for every lane (constexpr flags, loop counters, values
+loaded per program: never p); no while or break, no existing 2-D block, subscript, dot, atomic
+or call outside the listed tl functions, no other program_id or num_programs, a name rebound
+with a different shape only as an accumulator started from a literal, `tl.zeros` or
+`tl.full`, and tiles of at most 8192 elements. An autotuned kernel is tiled when the launch,
+not the autotuner, passes the walked block.
 """
 
 from __future__ import annotations
