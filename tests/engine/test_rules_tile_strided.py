@@ -206,7 +206,7 @@ SPLIT_FIX = [
             "    b, h = bh // tl.cdiv(H, BLOCK_H), (bh % tl.cdiv(H, BLOCK_H)) * BLOCK_H + tl.arange(0, BLOCK_H)\n"
             "    h_mask = h < H\n",
             "    offs = (b * T + steps[:, None]) * H + h[None, :]\n",
-            "    g = tl.load(src + offs, mask=inside[:, None] & h_mask[None, :], other=0.0)\n",
+            "    # [CHUNK, BLOCK_H]\n    g = tl.load(src + offs, mask=inside[:, None] & h_mask[None, :], other=0.0)\n",
             "    if SCALED:\n        acc *= scale\n",
             "    chunk_cumsum_kernel[(n_chunks * B * triton.cdiv(H, 32),)](\n",
             "        REVERSE=False, SCALED=scale is not None, BLOCK_H=32,\n    )\n",

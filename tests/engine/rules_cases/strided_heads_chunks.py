@@ -1,7 +1,7 @@
 """Cumulative sums of [B, T, H] gates within chunks of 64 steps, one program per (chunk,
 batch, head): a jit helper splits the program index (the grid's fastest digit is batch and
 head, the slowest the chunk), the launch passes everything by keyword, and constexpr flags
-pick a reversed scan and a scale. Every lane of a load reads one element H apart from the
+pick a reversed scan and a scale; a comment gives a block's shape. Every lane of a load reads one element H apart from the
 next. Used by the tiling tests."""
 
 import torch
@@ -28,6 +28,7 @@ def chunk_cumsum_kernel(src, dst, scale, T, B: tl.constexpr, H: tl.constexpr, CH
     steps = chunk * CHUNK + tl.arange(0, CHUNK)
     inside = steps < T
     offs = (b * T + steps) * H + h
+    # [CHUNK]
     g = tl.load(src + offs, mask=inside, other=0.0)
     if REVERSE:
         acc = tl.cumsum(g, axis=0, reverse=True)

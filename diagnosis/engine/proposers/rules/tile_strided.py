@@ -43,7 +43,8 @@ not the autotuner, passes the walked block.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -489,7 +490,27 @@ class _Writer:
                 orelse = self.statement(orelse)
             return st.with_changes(body=self.block_of(st.body), orelse=orelse)
         assert isinstance(st, cst.SimpleStatementLine)
-        return st.with_changes(body=[self.small(s) for s in st.body])
+        return st.with_changes(body=[self.small(s) for s in st.body], leading_lines=self.shape_notes(st))
+
+    def shape_notes(self, st: cst.SimpleStatementLine) -> Sequence[cst.EmptyLine]:
+        """A shape comment above a block that becomes a tile names the tile: fla's `# [BT]`
+        over `b_s = tl.load(...)` reads `# [BT, BLOCK_H]` after the rewrite."""
+        names = [
+            t.target.value
+            for s in st.body
+            if isinstance(s, cst.Assign)
+            for t in s.targets
+            if isinstance(t.target, cst.Name)
+        ]
+        if len(names) != 1 or self.k.env.get(names[0], S) != RP or not st.leading_lines:
+            return st.leading_lines
+        *above, last = st.leading_lines
+        comment = last.comment.value if last.comment is not None else ""
+        shape = re.fullmatch(r"#(\s*)\[([^\[\],]+)\]\s*", comment)
+        if shape is None:
+            return st.leading_lines
+        new = f"#{shape.group(1)}[{shape.group(2).strip()}, {self.block}]"
+        return [*above, last.with_changes(comment=cst.Comment(new))]
 
     def small(self, small: cst.BaseSmallStatement) -> cst.BaseSmallStatement:
         if isinstance(small, cst.Assign):
