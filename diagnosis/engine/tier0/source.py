@@ -525,9 +525,7 @@ class KernelContext:
             elif isinstance(sub, ast.Call):
                 name = self.tl_name(sub)
                 if name == "program_id":
-                    axis = _call_arg(sub, 0, "axis")
-                    ax = axis.value if isinstance(axis, ast.Constant) and isinstance(axis.value, int) else 0
-                    out = out | Deps(pids=frozenset({ax}))
+                    out = out | Deps(pids=frozenset({_pid_axis(sub)}))
                 elif name == "arange":
                     out = out | Deps(arange=True)
                 elif name == "load":
@@ -546,12 +544,8 @@ class KernelContext:
         helper = self.module.kernels.get(self.module.canonical(call.func) or "")
         if helper is None or helper is self:
             return _NO_DEPS
-        axes = set()
-        for n in ast.walk(helper.node):
-            if isinstance(n, ast.Call) and helper.tl_name(n) == "program_id":
-                axis = _call_arg(n, 0, "axis")
-                axes.add(axis.value if isinstance(axis, ast.Constant) and isinstance(axis.value, int) else 0)
-        return Deps(pids=frozenset(axes)) if axes else _NO_DEPS
+        axes = frozenset(_pid_axis(c) for name, c in helper._calls if name == "program_id")
+        return Deps(pids=axes) if axes else _NO_DEPS
 
     def name_deps(self, name: str) -> Deps:
         if name in self._deps:
@@ -724,6 +718,12 @@ def _walk_expr(node: ast.AST) -> Iterator[ast.AST]:
         for child in ast.iter_child_nodes(cur):
             if not isinstance(child, ast.Lambda):
                 stack.append(child)
+
+
+def _pid_axis(call: ast.Call) -> int:
+    """The axis of a `tl.program_id` call (0 where it is not a literal)."""
+    axis = _call_arg(call, 0, "axis")
+    return axis.value if isinstance(axis, ast.Constant) and isinstance(axis.value, int) else 0
 
 
 def _call_arg(call: ast.Call, index: int, name: str) -> ast.expr | None:

@@ -317,7 +317,7 @@ def _in(node: cst.CSTNode, container: cst.CSTNode) -> bool:
 def _pid_statement(kernel: cu.Kernel, sp: Spelling) -> tuple[str, cst.SimpleStatementLine, cst.Call] | None:
     for st in cu.body_statements(kernel.node.body):
         for name, value in cu.simple_assigns(st):
-            if sp.is_call(value, "tl.program_id") and cu.int_literal(cu.arg(value, "axis", 0)) == 0:
+            if _is_program_id(value, sp):
                 assert isinstance(st, cst.SimpleStatementLine) and isinstance(value, cst.Call)
                 return (name, st, value) if len(st.body) == 1 else None
     return None
@@ -682,11 +682,20 @@ def _whole_index(
 ROOT = ""  # the program index itself, as the left operand of a split
 
 
+def _is_program_id(node: cst.CSTNode, sp: Spelling) -> bool:
+    """`tl.program_id(0)` (or `axis=0`)."""
+    return (
+        isinstance(node, cst.Call)
+        and sp.is_call(node, "tl.program_id")
+        and cu.int_literal(cu.arg(node, "axis", 0)) == 0
+    )
+
+
 def _program_index(node: cst.CSTNode, sp: Spelling) -> bool:
     """`tl.program_id(0)`, cast or not (`tl.program_id(0).to(tl.int64)`)."""
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
         node = node.func.value
-    return sp.is_call(node, "tl.program_id") and cu.int_literal(cu.arg(node, "axis", 0)) == 0
+    return _is_program_id(node, sp)
 
 
 @dataclass
