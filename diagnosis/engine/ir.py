@@ -511,6 +511,18 @@ def _const_value(op: MlirOp | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_DIVIDES = ("arith.remsi", "arith.remui", "arith.divsi", "arith.divui")
+
+
+def _operand_const(v: str, defs: dict[str, MlirOp]) -> int | None:
+    """The integer a constant operand holds, through a `tt.splat` of a constant too."""
+    op = defs.get(v.split("#")[0])
+    const = _const_value(op)
+    if const is None and op is not None and op.name == "tt.splat" and op.operands:
+        const = _const_value(defs.get(op.operands[0].split("#")[0]))
+    return const
+
+
 def _uniform_args(v: str, func: MlirFunc, defs: dict[str, MlirOp], depth: int = 0) -> frozenset:
     v = v.split("#")[0]
     if depth > 50:
@@ -550,7 +562,9 @@ def _combine(
                 if old is None:
                     out[d] = (s, a)
                 else:
-                    out[d] = ("strided" if "strided" in (s, old[0]) else "unit", a | old[1])
+                    kinds = (s, old[0])
+                    kind = "strided" if "strided" in kinds else "opaque" if "opaque" in kinds else "unit"
+                    out[d] = (kind, a | old[1])
         return out
     if name == "arith.muli":
         a, b = ins[0], ins[1] if len(ins) > 1 else {}
@@ -560,15 +574,22 @@ def _combine(
         if not ranged:
             return {}
         other = op.operands[other_idx] if other_idx < len(op.operands) else ""
-        const = _const_value(defs.get(other.split("#")[0]))
-        if const is None:
-            splat = defs.get(other.split("#")[0])
-            if splat is not None and splat.name == "tt.splat" and splat.operands:
-                const = _const_value(defs.get(splat.operands[0].split("#")[0]))
+        const = _operand_const(other, defs)
         if const == 1:
             return dict(ranged)
         factor = frozenset() if const is not None else _uniform_args(other, func, defs)
-        return {d: ("strided", s[1] | factor) for d, s in ranged.items()}
+        # an index the compiler cannot follow (`i % 2`), scaled, is no walk along the scale
+        return {d: ("opaque" if s[0] == "opaque" else "strided", s[1] | factor) for d, s in ranged.items()}
+    if name in _DIVIDES and len(ins) == 2 and ins[0] and not ins[1] and len(op.operands) == 2:
+        # a flat offset split by a divisor uniform over the tile (`row = offs // D`,
+        # `col = offs % D`): the quotient is constant and the remainder keeps the offset's walk
+        # within runs of D. Only for D of at least 16 or unknown until run time (an argument):
+        # a small D (`offs // 2`) makes runs too short to count as either.
+        const = _operand_const(op.operands[1], defs)
+        if const is None or const >= 16:
+            if name.startswith("arith.div"):
+                return {d: s for d, s in ins[0].items() if s[0] != "unit"}
+            return dict(ins[0])
     if name in (
         "arith.remsi",
         "arith.remui",

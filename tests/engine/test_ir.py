@@ -124,6 +124,84 @@ def test_it_resolves_named_callsite_and_fused_locations() -> None:
     assert locs.line('loc("x_ptr"(#loc))', F) == 11
 
 
+FLAT = "/work/k/flat.py"
+
+# `row, col = offs // D, offs % D` (D = 64) then `x + row * stride_row + col`, and
+# `x + (offs % 2) * stride_row`; compiled by triton 3.6 for sm_90
+FLAT_TTIR = f"""#loc = loc("{FLAT}":7:0)
+#loc21 = loc("x"(#loc))
+#loc22 = loc("y"(#loc))
+#loc23 = loc("stride_row"(#loc))
+#loc24 = loc("T"(#loc))
+module {{
+  tt.func public @flat_kernel(%x: !tt.ptr<f32> {{tt.divisibility = 16 : i32}} loc("x"(#loc)), %y: !tt.ptr<f32> {{tt.divisibility = 16 : i32}} loc("y"(#loc)), %stride_row: i32 {{tt.divisibility = 16 : i32}} loc("stride_row"(#loc)), %T: i32 loc("T"(#loc))) attributes {{noinline = false}} {{
+    %b = arith.constant dense<2> : tensor<128xi32> loc(#loc25)
+    %cst = arith.constant dense<64> : tensor<128xi32> loc(#loc2)
+    %c128_i32 = arith.constant 128 : i32 loc(#loc2)
+    %offs = tt.get_program_id x : i32 loc(#loc26)
+    %offs_0 = arith.muli %offs, %c128_i32 : i32 loc(#loc27)
+    %offs_1 = tt.make_range {{end = 128 : i32, start = 0 : i32}} : tensor<128xi32> loc(#loc28)
+    %offs_2 = tt.splat %offs_0 : i32 -> tensor<128xi32> loc(#loc29)
+    %offs_3 = arith.addi %offs_2, %offs_1 : tensor<128xi32> loc(#loc29)
+    %mask = tt.splat %T : i32 -> tensor<128xi32> loc(#loc30)
+    %mask_4 = arith.cmpi slt, %offs_3, %mask : tensor<128xi32> loc(#loc30)
+    %row = arith.divsi %offs_3, %cst : tensor<128xi32> loc(#loc31)
+    %col = arith.remsi %offs_3, %cst : tensor<128xi32> loc(#loc32)
+    %a = tt.splat %stride_row : i32 -> tensor<128xi32> loc(#loc33)
+    %a_5 = arith.muli %row, %a : tensor<128xi32> loc(#loc33)
+    %a_6 = tt.splat %x : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>> loc(#loc34)
+    %a_7 = tt.addptr %a_6, %a_5 : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc34)
+    %a_8 = tt.addptr %a_7, %col : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc35)
+    %a_9 = tt.load %a_8, %mask_4 : tensor<128x!tt.ptr<f32>> loc(#loc36)
+    %b_10 = arith.remsi %offs_3, %b : tensor<128xi32> loc(#loc25)
+    %b_11 = arith.muli %b_10, %a : tensor<128xi32> loc(#loc37)
+    %b_12 = tt.addptr %a_6, %b_11 : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc38)
+    %b_13 = tt.load %b_12, %mask_4 : tensor<128x!tt.ptr<f32>> loc(#loc39)
+    %0 = tt.splat %y : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>> loc(#loc17)
+    %1 = tt.addptr %0, %offs_3 : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc17)
+    %2 = arith.addf %a_9, %b_13 : tensor<128xf32> loc(#loc18)
+    tt.store %1, %2, %mask_4 : tensor<128x!tt.ptr<f32>> loc(#loc19)
+    tt.return loc(#loc20)
+  }} loc(#loc)
+}} loc(#loc)
+#loc1 = loc("{FLAT}":13:28)
+#loc2 = loc(unknown)
+#loc3 = loc("{FLAT}":8:25)
+#loc4 = loc("{FLAT}":8:30)
+#loc5 = loc("{FLAT}":8:47)
+#loc6 = loc("{FLAT}":8:34)
+#loc7 = loc("{FLAT}":9:18)
+#loc8 = loc("{FLAT}":10:18)
+#loc9 = loc("{FLAT}":11:17)
+#loc10 = loc("{FLAT}":12:26)
+#loc11 = loc("{FLAT}":12:20)
+#loc12 = loc("{FLAT}":12:39)
+#loc13 = loc("{FLAT}":12:16)
+#loc14 = loc("{FLAT}":13:33)
+#loc15 = loc("{FLAT}":13:20)
+#loc16 = loc("{FLAT}":13:16)
+#loc17 = loc("{FLAT}":14:17)
+#loc18 = loc("{FLAT}":14:27)
+#loc19 = loc("{FLAT}":14:23)
+#loc20 = loc("{FLAT}":14:4)
+#loc25 = loc("b"(#loc1))
+#loc26 = loc("offs"(#loc3))
+#loc27 = loc("offs"(#loc4))
+#loc28 = loc("offs"(#loc5))
+#loc29 = loc("offs"(#loc6))
+#loc30 = loc("mask"(#loc7))
+#loc31 = loc("row"(#loc8))
+#loc32 = loc("col"(#loc9))
+#loc33 = loc("a"(#loc10))
+#loc34 = loc("a"(#loc11))
+#loc35 = loc("a"(#loc12))
+#loc36 = loc("a"(#loc13))
+#loc37 = loc("b"(#loc14))
+#loc38 = loc("b"(#loc15))
+#loc39 = loc("b"(#loc16))
+"""
+
+
 def test_it_attributes_ttir_ops_to_lines_and_loops() -> None:
     func = parse_mlir(TTIR, F)
     assert func.name == "colsum_kernel"
@@ -154,6 +232,23 @@ def test_it_classifies_access_patterns(index: int, kind: str, stride_args: tuple
     assert acc.mask_args == mask_args
     assert acc.pointer_args == ("x_ptr",)
     assert acc.has_mask
+
+
+@pytest.mark.parametrize(
+    ("index", "kind", "stride_args"),
+    [
+        # the quotient is constant over runs of 64 and the remainder walks them: the load is
+        # contiguous, whatever row stride the quotient is scaled by
+        pytest.param(0, "contiguous", (), id="row-times-stride-plus-col-of-a-flat-offset"),
+        pytest.param(1, "unknown", (), id="offset-mod-2-times-stride-is-not-a-walk"),
+    ],
+)
+def test_it_reads_a_flat_offset_split_by_a_divisor(index: int, kind: str, stride_args: tuple) -> None:
+    func = parse_mlir(FLAT_TTIR, FLAT)
+    load = [op for op in func.ops if op.name == "tt.load"][index]
+    acc = access_pattern(func, load)
+    assert (acc.kind, acc.stride_args, acc.mask_args) == (kind, stride_args, ("T",))
+    assert acc.offset_args == ("stride_row",)
 
 
 def test_it_attributes_ptx_through_the_inlining_chain() -> None:
