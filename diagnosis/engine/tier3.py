@@ -299,6 +299,17 @@ def _arg_desc(arg: LaunchArg | None, name: str) -> str:
     return f"`{name}` (= {arg.value})" if arg.value is not None else f"`{name}`"
 
 
+def _not_divisible(role: str, arg: LaunchArg, name: str) -> str:
+    if isinstance(arg.value, int) and arg.value and arg.value % 16 == 0:
+        # the JIT specializes every integer argument on divisibility by 16 unless the kernel
+        # says not to (`@triton.jit(do_not_specialize=[...])`)
+        return (
+            f"{role} {_arg_desc(arg, name)} is a multiple of 16, but the JIT did not specialize it "
+            "(`do_not_specialize`), so the compiler cannot assume so"
+        )
+    return f"{role} {_arg_desc(arg, name)} is not divisible by 16"
+
+
 def _explain_scalar(
     kernel: CompiledKernel, table: dict[int, LineStats], finding: Finding
 ) -> tuple[list[Finding], list[Counterfactual]]:
@@ -362,7 +373,7 @@ def _explain_scalar(
                         "arg": name,
                         "role": "offset",
                         "value": arg.value,
-                        "why": f"the offset term {_arg_desc(arg, name)} is not divisible by 16",
+                        "why": _not_divisible("the offset term", arg, name),
                     }
                 )
         for name in acc["mask_args"]:
@@ -373,7 +384,7 @@ def _explain_scalar(
                         "arg": name,
                         "role": "mask",
                         "value": arg.value,
-                        "why": f"the mask bound {_arg_desc(arg, name)} lacks divisibility by 16",
+                        "why": _not_divisible("the mask bound", arg, name),
                     }
                 )
     uniq: dict[str, dict[str, Any]] = {}

@@ -200,3 +200,74 @@ STYLES = [
 @pytest.mark.parametrize("case", STYLES)
 def test_it_hints_every_code_style(case: st.StyleCase) -> None:
     st.rewrite(FAMILY, case)
+
+
+# --- arguments the kernel keeps out of the JIT's specialization ---------------------------------
+
+FLAT = h.source("flat_rows.py")
+JIT_LINE = '@triton.jit(do_not_specialize=["n"])\n'
+
+
+def specialize(before: str, *blockers: tuple[str, str], family: Family = Family.MASKING) -> str:
+    finding = blocked("softplus_rows_kernel", *blockers)
+    finding = Finding(code=h.code_for(family), severity=Severity.HIGH, args=finding.args, kernel=finding.kernel)
+    rw = apply_family(family, before, with_findings(finding))
+    assert rw is not None and rw.family is family and rw.transform.startswith("specialized_")
+    assert "at most three compiled variants" in rw.effect
+    return rw.source
+
+
+SPECIALIZE = [
+    pytest.param(FLAT, "@triton.jit\ndef softplus_rows_kernel(", id="names-the-blocking-bound"),
+    pytest.param(FLAT.replace(JIT_LINE, "@triton.jit(do_not_specialize=[3])\n"), "@triton.jit\ndef softplus",
+                 id="by-position"),
+    pytest.param(FLAT.replace(JIT_LINE, '@triton.jit(do_not_specialize=("n", "stride_row"))\n'),
+                 '@triton.jit(do_not_specialize=("stride_row",))\n', id="tuple-keeps-the-others-and-its-comma"),
+    pytest.param(FLAT.replace(JIT_LINE, '@triton.jit(do_not_specialize=["stride_row", "n"], debug=False)\n'),
+                 '@triton.jit(do_not_specialize=["stride_row"], debug=False)\n', id="list-keeps-the-others"),
+    pytest.param(FLAT.replace(JIT_LINE, '@triton.jit(debug=False, do_not_specialize=["n"])\n'),
+                 "@triton.jit(debug=False)\n", id="other-keywords-stay"),
+    *[
+        pytest.param(fn(FLAT), fn("@triton.jit\ndef softplus_rows_kernel("), id=f"import-{style}")
+        for style, fn in st.IMPORT_STYLES.items()
+    ],
+]
+
+
+@pytest.mark.parametrize(("before", "present"), SPECIALIZE)
+def test_a_blocking_argument_leaves_do_not_specialize(before: str, present: str) -> None:
+    after = specialize(before, ("n", "mask"))
+    assert present in after
+    # the one decorator line changes, nothing else
+    assert [ln for ln in after.splitlines() if ln not in before.splitlines()] == [present.splitlines()[0]]
+
+
+def test_hints_findings_take_the_same_route_before_the_guarded_copy() -> None:
+    after = specialize(FLAT, ("n", "mask"), ("stride_row", "offset"), family=Family.HINTS)
+    assert "@triton.jit\ndef softplus_rows_kernel(" in after and "_aligned" not in after
+
+
+SPECIALIZE_NOOP = [
+    pytest.param(FLAT.replace(JIT_LINE, "@triton.jit\n"), id="nothing-unspecialized"),
+    pytest.param(FLAT.replace(JIT_LINE, '@triton.jit(do_not_specialize=["stride_row"])\n'),
+                 id="the-blocker-is-specialized-already"),
+    pytest.param(FLAT.replace(JIT_LINE, "@triton.jit(do_not_specialize=NO_SPEC)\n").replace(
+        "class Model(", 'NO_SPEC = ["n"]\n\n\nclass Model('), id="a-list-the-module-computes"),
+]
+
+
+@pytest.mark.parametrize("before", SPECIALIZE_NOOP)
+def test_no_specialization_that_the_findings_do_not_name(before: str) -> None:
+    from diagnosis.engine.proposers.rules.hints import specialized_args, specialized_mask_bounds
+
+    inp = with_findings(blocked("softplus_rows_kernel", ("n", "mask")))
+    assert specialized_args(before, inp) is None and specialized_mask_bounds(before, inp) is None
+    assert specialized_args(FLAT, with_findings(blocked("softplus_rows_kernel", ("x_ptr", "pointer")))) is None
+
+
+def test_the_specialized_kernel_is_correct_under_the_interpreter(tmp_path: Path) -> None:
+    # verify rows of 100 and 3001 elements: blocks cross rows, lengths not multiples of 16
+    path = tmp_path / "flat_rows.py"
+    path.write_text(specialize(FLAT, ("n", "mask")))
+    result = h.interp_check([path])[str(path)]
+    assert result["ok"], result["message"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from diagnosis.engine.counterfactual import Counterfactual, run_counterfactual
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.ir import CompileResult
+from diagnosis.engine.ir import GLOBAL_LOAD, CompileResult, line_table
 from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RulesProposer, apply_family
 from diagnosis.engine.proposers.rules.pad_operands import padded_operands
@@ -128,6 +128,43 @@ def test_tier_3s_findings_on_the_odd_case_lead_the_rules_proposer_here() -> None
     candidates = RulesProposer().propose(src, findings, ProposalContext(cases=cases))
     assert candidates and candidates[0].rationale.startswith("[hints]")
     assert "pad16(a)" in candidates[0].source, candidates[0].rationale[-600:]
+
+
+def test_a_length_kept_out_of_specialization_is_found_and_specialized(tmp_path: Path) -> None:
+    """End to end without a GPU, on a flat row kernel (`row, col = offs // D, offs % D`) whose
+    mask bound is in `do_not_specialize`: tier 2 reads the split offset as contiguous (not a
+    walk along the row stride) and finds it scalar, tier 3 names the unspecialized bound and
+    its counterfactual shows 128-bit accesses, the rules proposer's candidate takes the bound
+    out of the list, and that module compiles to the 128-bit loads the counterfactual showed."""
+    module = h.HERE / "flat_rows.py"
+    src = module.read_text()
+
+    def build(path: Path, overrides: dict | None = None, dumps: bool = True) -> CompileResult:
+        options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
+        job = JobRequest(job="compile", module=str(path), target="sm_90", options=options)
+        return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
+
+    compiled = build(module)
+    t2 = run_tier2(compiled, src)
+    scalar = [f for f in t2.findings if f.code == "IR_SCALAR_GLOBAL"]
+    assert scalar and all(f.args["access"] == "contiguous" for f in scalar)
+    t3 = run_tier3(compiled, src, recompile=lambda o, case=None: build(module, o, False), prior=t2.findings)
+    blocked = [f for f in t3.findings if f.code == "CG_VECTORIZATION_BLOCKED"]
+    assert blocked and all([b["arg"] for b in f.args["blockers"]] == ["n"] for f in blocked)
+    assert "do_not_specialize" in blocked[0].args["reason"]
+    [confirmed] = [f for f in t3.findings if f.code == "CG_COUNTERFACTUAL"]
+    assert "128-bit" in confirmed.message
+    # the round loop puts the confirmed hypothesis first
+    findings = [confirmed, *t2.findings, *blocked]
+    [first, *_] = RulesProposer().propose(src, findings, ProposalContext(cases=h.cases_of(module)))
+    assert first.transform == "specialized_mask_bounds"
+    assert first.diff.count("\n-@triton.jit") == 1 and "+@triton.jit\n" in first.diff
+    after = tmp_path / "flat_rows.py"
+    after.write_text(first.source)
+    [before_k], [after_k] = compiled.kernels, build(after, dumps=False).kernels
+    load = next(i for i, ln in enumerate(src.splitlines(), 1) if "x = tl.load(" in ln)
+    assert line_table(before_k)[load].max_width(GLOBAL_LOAD) == 32
+    assert line_table(after_k)[load].max_width(GLOBAL_LOAD) == 128
 
 
 # --- DOT_PRECISION --------------------------------------------------------------------------

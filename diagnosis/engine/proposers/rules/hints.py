@@ -36,6 +36,8 @@ import libcst as cst
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.srcmodel.kernels import JIT
+from diagnosis.engine.srcmodel.read import decorator_target, dotted
 
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
             "int32": 4, "int64": 8, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -169,6 +171,105 @@ def _guard(plan: dict) -> cst.If:
         orelse=node.orelse.with_changes(body=node.orelse.body.with_changes(body=[other])),
         leading_lines=launch.statement.leading_lines,
     )
+
+
+def _unspecialized(kernel: cu.Kernel) -> tuple[cst.Decorator, cst.Arg, list[str]] | None:
+    """The jit decorator, its `do_not_specialize=[...]` argument and the parameters it names
+    (by name or by position); None when the kernel has no such list of literals."""
+    for d in kernel.node.decorators:
+        if not isinstance(d.decorator, cst.Call) or dotted(decorator_target(d), kernel.names) != JIT:
+            continue
+        for a in d.decorator.args:
+            if a.keyword is None or a.keyword.value != "do_not_specialize":
+                continue
+            if not isinstance(a.value, (cst.List, cst.Tuple)):
+                return None
+            names = []
+            for el in a.value.elements:
+                v = el.value
+                if isinstance(v, cst.SimpleString):
+                    names.append(v.evaluated_value)
+                elif (i := cu.int_literal(v)) is not None and 0 <= i < len(kernel.params):
+                    names.append(kernel.params[i])
+                else:
+                    return None
+            return d, a, names
+    return None
+
+
+def _specialize(d: cst.Decorator, a: cst.Arg, drop: set[str], kernel: cu.Kernel) -> cst.Decorator:
+    assert isinstance(d.decorator, cst.Call) and isinstance(a.value, (cst.List, cst.Tuple))
+
+    def named(el: cst.BaseElement) -> str:
+        v = el.value
+        return v.evaluated_value if isinstance(v, cst.SimpleString) else kernel.params[cu.int_literal(v)]
+
+    keep = [el for el in a.value.elements if named(el) not in drop]
+    if keep:
+        # a tuple of one keeps its comma: `("n",)`
+        last = cst.Comma() if isinstance(a.value, cst.Tuple) and len(keep) == 1 else cst.MaybeSentinel.DEFAULT
+        keep[-1] = keep[-1].with_changes(comma=last)
+        args = [x if x is not a else a.with_changes(value=a.value.with_changes(elements=keep)) for x in d.decorator.args]
+    else:
+        args = [x for x in d.decorator.args if x is not a]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if not args:  # `@triton.jit(do_not_specialize=["T"])` -> `@triton.jit`
+        return d.with_changes(decorator=d.decorator.func)
+    return d.with_changes(decorator=d.decorator.with_changes(args=args))
+
+
+def _specialize_rewrite(source: str, inp: RuleInput, family: Family) -> Rewrite | None:
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    edits: list[tuple[cst.CSTNode, Any]] = []
+    done: list[tuple[str, list[str]]] = []
+    for k in cu.find_kernels(tree).values():
+        found = _unspecialized(k) if inp.wants(k.name) else None
+        if found is None:
+            continue
+        d, a, names = found
+        drop = [n for n in blocking_args(inp, k) if n in names]
+        if drop:
+            edits.append((d, _specialize(d, a, set(drop), k)))
+            done.append((k.name, drop))
+    if not edits:
+        return None
+    new = cu.replace(tree, edits)
+    what = "; ".join(f"{k} specializes {', '.join(f'`{n}`' for n in ns)}" for k, ns in done)
+    return Rewrite(
+        source=cu.emit(new, tree),
+        family=family,
+        kernels=tuple(k for k, _ in done),
+        mechanism=(
+            f"{what}: removed from `do_not_specialize`, so the JIT passes the compiler whether "
+            "each value is a multiple of 16 (and equal to 1)."
+        ),
+        effect=(
+            "an argument in `do_not_specialize` reaches the compiler with no known divisibility, so a mask "
+            "or an offset built from it limits every access it guards to one element per instruction; "
+            "specialized, a launch whose value is a multiple of 16 gets vector accesses (checked at sm_90: "
+            "fla's element-wise kernels masked by `offs < T`, ld.global.b16 x4 -> ld.global.v2.b32). The "
+            "cost is at most three compiled variants per kernel (a multiple of 16, 1, other), not one per value."
+        ),
+    )
+
+
+@transform(Family.HINTS)
+def specialized_args(source: str, inp: RuleInput) -> Rewrite | None:
+    """The arguments that tier 3 names as blocking vectorization, where the kernel's own
+    `do_not_specialize` is what hides their divisibility: take them out of that list. The
+    smallest change that gives the compiler the fact, and always correct: specialization
+    changes what the compiler may assume, never what the kernel computes."""
+    return _specialize_rewrite(source, inp, Family.HINTS)
+
+
+@transform(Family.MASKING)
+def specialized_mask_bounds(source: str, inp: RuleInput) -> Rewrite | None:
+    """`specialized_args` for tier 3's vectorization findings blocked only by mask bounds,
+    which it files under MASKING."""
+    return _specialize_rewrite(source, inp, Family.MASKING)
 
 
 @transform(Family.HINTS)
