@@ -426,6 +426,9 @@ class Access:
     mask_args: tuple[str, ...] = ()  # integer arguments the mask depends on
     has_mask: bool = False
     dims: int = 0  # how many tile dims have a range of unit stride
+    # axes of program ids the address adds unscaled (`+ tl.program_id(1)`): the compiler knows
+    # nothing of their divisibility, so the address is aligned to one element
+    program_ids: tuple[int, ...] = ()
 
 
 def access_pattern(func: MlirFunc, op: MlirOp) -> Access:
@@ -500,7 +503,32 @@ def access_pattern(func: MlirFunc, op: MlirOp) -> Access:
         kind = "uniform"
     else:
         kind = "unknown"
-    return Access(kind, stride_args, pointer_args, offset_args, mask_args, mask is not None, len(units))
+    pids = tuple(sorted(_unscaled_program_ids(ptr, func, defs)))
+    return Access(kind, stride_args, pointer_args, offset_args, mask_args, mask is not None, len(units), pids)
+
+
+# ops through which a term reaches an address unscaled
+_SUMS = {"tt.addptr", "arith.addi", "tt.splat", "tt.broadcast", "tt.expand_dims", *_PASSTHROUGH}
+
+
+def _unscaled_program_ids(v: str, func: MlirFunc, defs: dict[str, MlirOp], depth: int = 0) -> frozenset[int]:
+    v = v.split("#")[0]
+    if depth > 100:
+        return frozenset()
+    if v in func.iter_args:
+        return _unscaled_program_ids(func.iter_args[v], func, defs, depth + 1)
+    d = defs.get(v)
+    if d is None:
+        return frozenset()
+    if d.name == "tt.get_program_id":
+        m = re.search(r"get_program_id ([xyz])", d.text)
+        return frozenset({"xyz".index(m.group(1))}) if m else frozenset()
+    if d.name not in _SUMS:
+        return frozenset()
+    out: frozenset[int] = frozenset()
+    for o in d.operands:
+        out |= _unscaled_program_ids(o, func, defs, depth + 1)
+    return out
 
 
 def _const_value(op: MlirOp | None) -> int | None:
@@ -981,6 +1009,7 @@ def line_table(kernel: CompiledKernel) -> dict[int, LineStats]:
                     "pointer_args": list(acc.pointer_args),
                     "offset_args": list(acc.offset_args),
                     "mask_args": list(acc.mask_args),
+                    "program_ids": list(acc.program_ids),
                     "masked": acc.has_mask,
                     "type": _short_type(op.attrs),
                 }

@@ -310,6 +310,16 @@ def _not_divisible(role: str, arg: LaunchArg, name: str) -> str:
     return f"{role} {_arg_desc(arg, name)} is not divisible by 16"
 
 
+def _unscaled_pid(kernel: CompiledKernel, axis: int) -> str:
+    why = (
+        f"the address adds `tl.program_id({axis})` unscaled, and a program index has no known "
+        "divisibility: the compiler can align the access to one element only"
+    )
+    if kernel.grid[axis] == 1:
+        why += f" (this launch runs one program on axis {axis}: the term is always 0)"
+    return why
+
+
 def _explain_scalar(
     kernel: CompiledKernel, table: dict[int, LineStats], finding: Finding
 ) -> tuple[list[Finding], list[Counterfactual]]:
@@ -391,8 +401,11 @@ def _explain_scalar(
     for b in blockers:
         uniq.setdefault(b["arg"], b)
     blockers = list(uniq.values())
+    pids = sorted({axis for acc in accesses for axis in acc.get("program_ids", ())})
     if blockers:
         reason = "; ".join(b["why"] for b in blockers)
+    elif pids:
+        reason = "; ".join(_unscaled_pid(kernel, axis) for axis in pids)
     elif any(x["kind"] == "unknown" for x in accesses):
         reason = "the index goes through an operation (%, //, &, a select) whose contiguity the compiler cannot prove"
     else:

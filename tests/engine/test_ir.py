@@ -249,6 +249,7 @@ def test_it_reads_a_flat_offset_split_by_a_divisor(index: int, kind: str, stride
     acc = access_pattern(func, load)
     assert (acc.kind, acc.stride_args, acc.mask_args) == (kind, stride_args, ("T",))
     assert acc.offset_args == ("stride_row",)
+    assert acc.program_ids == ()  # the program id reaches it scaled by the block: `pid * 128`
 
 
 def test_it_attributes_ptx_through_the_inlining_chain() -> None:

@@ -100,6 +100,20 @@ def test_it_names_the_mask_bound_that_lacks_divisibility() -> None:
     assert "`n`" in f.message and f.family == Family.MASKING
 
 
+def test_it_names_an_unscaled_program_id_where_no_argument_blocks() -> None:
+    """`offset = rows * N * K + cols * K + pid_k` launched with K = 1 and one program on axis 1:
+    every argument is divisible by 16 or equal to 1, and what leaves the loads 32-bit is the
+    program id added unscaled. No divisibility counterfactual can show anything there."""
+    result = tier3("rows_pid_offset")
+    blocked = findings(result, "CG_VECTORIZATION_BLOCKED")
+    assert [f.lines for f in blocked] == [(20,), (21,)]
+    for f in blocked:
+        assert f.args["blockers"] == [] and f.family == Family.HINTS
+        assert "`tl.program_id(1)` unscaled" in f.args["reason"]
+        assert "one program on axis 1: the term is always 0" in f.args["reason"]
+    assert not findings(result, "CG_COUNTERFACTUAL")
+
+
 def test_it_confirms_vectorization_with_n_divisible_by_16() -> None:
     result = tier3("vadd_unaligned")
     [cf] = findings(result, "CG_COUNTERFACTUAL")
