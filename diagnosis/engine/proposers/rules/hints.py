@@ -174,8 +174,9 @@ def _guard(plan: dict) -> cst.If:
 
 
 def _unspecialized(kernel: cu.Kernel) -> tuple[cst.Decorator, cst.Arg, list[str]] | None:
-    """The jit decorator, its `do_not_specialize=[...]` argument and the parameters it names
-    (by name or by position); None when the kernel has no such list of literals."""
+    """The jit decorator, its `do_not_specialize=[...]` argument and the parameter each of the
+    list's elements names (by name or by position); None when the kernel has no such list of
+    literals."""
     for d in kernel.node.decorators:
         if not isinstance(d.decorator, cst.Call) or dotted(decorator_target(d), kernel.names) != JIT:
             continue
@@ -197,14 +198,9 @@ def _unspecialized(kernel: cu.Kernel) -> tuple[cst.Decorator, cst.Arg, list[str]
     return None
 
 
-def _specialize(d: cst.Decorator, a: cst.Arg, drop: set[str], kernel: cu.Kernel) -> cst.Decorator:
+def _specialize(d: cst.Decorator, a: cst.Arg, names: list[str], drop: set[str]) -> cst.Decorator:
     assert isinstance(d.decorator, cst.Call) and isinstance(a.value, (cst.List, cst.Tuple))
-
-    def named(el: cst.BaseElement) -> str:
-        v = el.value
-        return v.evaluated_value if isinstance(v, cst.SimpleString) else kernel.params[cu.int_literal(v)]
-
-    keep = [el for el in a.value.elements if named(el) not in drop]
+    keep = [el for el, name in zip(a.value.elements, names, strict=True) if name not in drop]
     if keep:
         # a tuple of one keeps its comma: `("n",)`
         last = cst.Comma() if isinstance(a.value, cst.Tuple) and len(keep) == 1 else cst.MaybeSentinel.DEFAULT
@@ -232,7 +228,7 @@ def _specialize_rewrite(source: str, inp: RuleInput, family: Family) -> Rewrite 
         d, a, names = found
         drop = [n for n in blocking_args(inp, k) if n in names]
         if drop:
-            edits.append((d, _specialize(d, a, set(drop), k)))
+            edits.append((d, _specialize(d, a, names, set(drop))))
             done.append((k.name, drop))
     if not edits:
         return None
