@@ -9,7 +9,12 @@ import pytest
 from diagnosis.engine.evidence import Family, Finding, Severity
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext
 from diagnosis.engine.proposers.rules import RuleInput, apply_family
-from diagnosis.engine.proposers.rules.hints import aligned_copy, contiguity_hints
+from diagnosis.engine.proposers.rules.hints import (
+    aligned_copy,
+    contiguity_hints,
+    specialized_args,
+    specialized_mask_bounds,
+)
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import styles as st
 
@@ -258,8 +263,6 @@ SPECIALIZE_NOOP = [
 
 @pytest.mark.parametrize("before", SPECIALIZE_NOOP)
 def test_no_specialization_that_the_findings_do_not_name(before: str) -> None:
-    from diagnosis.engine.proposers.rules.hints import specialized_args, specialized_mask_bounds
-
     inp = with_findings(blocked("softplus_rows_kernel", ("n", "mask")))
     assert specialized_args(before, inp) is None and specialized_mask_bounds(before, inp) is None
     assert specialized_args(FLAT, with_findings(blocked("softplus_rows_kernel", ("x_ptr", "pointer")))) is None
