@@ -420,7 +420,7 @@ class Access:
     """How a load/store's addresses vary across the tile, and what they depend on."""
 
     kind: str  # contiguous, strided, uniform, scalar, unknown
-    stride_args: tuple[str, ...] = ()  # runtime arguments that multiply the index of the fastest dim
+    stride_args: tuple[str, ...] = ()  # what multiplies the fastest index: arguments, or a constant ("2")
     pointer_args: tuple[str, ...] = ()  # pointer arguments the address starts from
     offset_args: tuple[str, ...] = ()  # integer arguments the address depends on
     mask_args: tuple[str, ...] = ()  # integer arguments the mask depends on
@@ -605,7 +605,8 @@ def _combine(
         const = _operand_const(other, defs)
         if const == 1:
             return dict(ranged)
-        factor = frozenset() if const is not None else _uniform_args(other, func, defs)
+        # the scale: the arguments it reads, or the constant itself (`i * 2`: "2")
+        factor = frozenset({str(const)}) if const is not None else _uniform_args(other, func, defs)
         # an index the compiler cannot follow (`i % 2`), scaled, is no walk along the scale
         return {d: ("opaque" if s[0] == "opaque" else "strided", s[1] | factor) for d, s in ranged.items()}
     if name in _DIVIDES and len(ins) == 2 and ins[0] and not ins[1] and len(op.operands) == 2:

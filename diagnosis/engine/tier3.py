@@ -337,6 +337,9 @@ def _explain_scalar(
         values = []
         for name in stride_args:
             arg = kernel.arg(name)
+            if name.lstrip("-").isdigit():  # a constant scale (`i * 2`)
+                values.append(name)
+                continue
             values.append(
                 f"`{name}` = {arg.value}" if arg is not None and arg.value is not None else f"`{name}`"
             )
