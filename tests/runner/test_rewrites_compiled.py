@@ -11,10 +11,11 @@ from pathlib import Path
 
 from diagnosis.engine.counterfactual import Counterfactual, run_counterfactual
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.ir import GLOBAL_LOAD, CompileResult, line_table
+from diagnosis.engine.ir import GLOBAL_LOAD, GLOBAL_STORE, CompileResult, line_table
 from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RulesProposer, apply_family
 from diagnosis.engine.proposers.rules.pad_operands import padded_operands
+from diagnosis.engine.tier0 import run_tier0
 from diagnosis.engine.tier2 import run_tier2
 from diagnosis.engine.tier3 import run_tier3
 from runner.childlib.compile import compile_job
@@ -50,6 +51,13 @@ def test_the_compiled_loop_keeps_one_load_instead_of_two(tmp_path: Path) -> None
     after.write_text(rw.source)
     assert _loads_before_loop(before) == (0, 2)
     assert _loads_before_loop(after) == (1, 2)
+
+
+def _build(path: Path, overrides: dict | None = None, dumps: bool = True) -> CompileResult:
+    """The module compiled for sm_90 through the compile job, as the tiers read it."""
+    options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
+    job = JobRequest(job="compile", module=str(path), target="sm_90", options=options)
+    return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
 
 
 # --- HINTS (padded operands) ----------------------------------------------------------------
@@ -138,12 +146,7 @@ def test_a_length_kept_out_of_specialization_is_found_and_specialized(tmp_path: 
     out of the list, and that module compiles to the 128-bit loads the counterfactual showed."""
     module = h.HERE / "flat_rows.py"
     src = module.read_text()
-
-    def build(path: Path, overrides: dict | None = None, dumps: bool = True) -> CompileResult:
-        options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
-        job = JobRequest(job="compile", module=str(path), target="sm_90", options=options)
-        return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
-
+    build = _build
     compiled = build(module)
     t2 = run_tier2(compiled, src)
     scalar = [f for f in t2.findings if f.code == "IR_SCALAR_GLOBAL"]
@@ -165,6 +168,38 @@ def test_a_length_kept_out_of_specialization_is_found_and_specialized(tmp_path: 
     load = next(i for i, ln in enumerate(src.splitlines(), 1) if "x = tl.load(" in ln)
     assert line_table(before_k)[load].max_width(GLOBAL_LOAD) == 32
     assert line_table(after_k)[load].max_width(GLOBAL_LOAD) == 128
+
+
+# --- COALESCE (interleaved pairs) ------------------------------------------------------------
+
+
+def test_interleaved_pairs_are_found_and_merged_into_wider_accesses(tmp_path: Path) -> None:
+    """Complex rows stored as (real, imag) pairs, each half read and written alone: tier 2 reads
+    every access as a walk with the index times 2 and finds it scalar, tier 3 says its elements are
+    2 apart, and the rules proposer's pair rewrite compiles to one access per pair of 64-bit
+    vectors where each half was two 16-bit accesses."""
+    module = h.HERE / "pairs_complex.py"
+    src = module.read_text()
+    before = _build(module)
+    t2 = run_tier2(before, src)
+    scalar = [f for f in t2.findings if f.code == "IR_SCALAR_GLOBAL"]
+    assert len(scalar) == 6 and all(f.args["access"] == "strided (index times 2)" for f in scalar)
+    t3 = run_tier3(before, src, prior=t2.findings)
+    strided = [f for f in t3.findings if f.code == "CG_STRIDED_ACCESS"]
+    assert len(strided) == 6 and all("elements of the tile are 2 apart" in f.message for f in strided)
+    findings = [*run_tier0(src).findings, *t2.findings, *t3.findings]
+    [first, *_] = RulesProposer().propose(src, findings, ProposalContext(cases=h.cases_of(module)))
+    assert first.transform == "interleaved_pairs"
+    after = tmp_path / "pairs_complex.py"
+    after.write_text(first.source)
+    [k_before], [k_after] = before.kernels, _build(after, dumps=False).kernels
+    old, new = line_table(k_before), line_table(k_after)
+    loads_before = [i for i, t in enumerate(src.splitlines(), 1) if "= tl.load(" in t]
+    loads_after = [i for i, t in enumerate(first.source.splitlines(), 1) if "tl.split(" in t]
+    store_after = next(i for i, t in enumerate(first.source.splitlines(), 1) if "tl.store(" in t)
+    assert [old[i].max_width(GLOBAL_LOAD) for i in loads_before] == [16] * 4
+    assert [new[i].max_width(GLOBAL_LOAD) for i in loads_after] == [64] * 2
+    assert new[store_after].max_width(GLOBAL_STORE) == 64
 
 
 # --- DOT_PRECISION --------------------------------------------------------------------------
