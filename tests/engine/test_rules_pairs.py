@@ -192,6 +192,30 @@ def test_a_pair_tile_smaller_than_the_threads_is_left_alone() -> None:
     assert interleaved_pairs(one_warp, h.rule_input(CASES)) is not None
 
 
+def test_the_block_is_read_through_a_helper_launch_by_position() -> None:
+    """The block and the warps reach the check wherever the launch is: a module-level helper
+    that ModelNew calls, every argument positional, the block computed from the shape."""
+    helper = h.variant(
+        CMUL,
+        (
+            "class ModelNew(nn.Module):",
+            "def cmul_rows(x, w, y):\n"
+            "    rows, n, _ = x.shape\n"
+            "    block = min(triton.next_power_of_2(n), 64)\n"
+            "    cmul_rows_kernel[(rows,)](x, w, y, n, x.stride(0), block)\n\n\n"
+            "class ModelNew(nn.Module):",
+        ),
+        (
+            "        cmul_rows_kernel[(rows,)](x, w, y, n, x.stride(0), BLOCK=256)\n",
+            "        cmul_rows(x, w, y)\n",
+        ),
+    )
+    assert interleaved_pairs(helper, h.rule_input(CASES)) is None  # 64 pairs on 4 warps
+    wide = h.variant(helper, ("triton.next_power_of_2(n), 64)", "triton.next_power_of_2(n), 256)"))
+    rw = interleaved_pairs(wide, h.rule_input(CASES))
+    assert rw is not None and FLAT_LOADS in rw.source
+
+
 def test_findings_on_other_lines_leave_the_pairs_alone() -> None:
     lines = CMUL.splitlines()
     load = next(i for i, t in enumerate(lines, 1) if "x_im = tl.load" in t)
