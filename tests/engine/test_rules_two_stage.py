@@ -164,13 +164,6 @@ def test_tier0_leads_the_proposer_to_the_rewrite() -> None:
 
 def test_two_stage_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None:
     """Verify inputs below one block, over several blocks and of odd sizes; negative maxima."""
-    paths = []
-    for p in FIX:
-        rw = apply_family(Family.TWO_STAGE, p.values[0], h.rule_input())
-        assert rw is not None
-        path = tmp_path / f"{p.id}.py"
-        path.write_text(rw.source)
-        paths.append(path)
-    results = h.interp_check(paths)
-    for path in paths:
-        assert results[str(path)]["ok"], results[str(path)]["message"]
+    rewrites = {p.id: apply_family(Family.TWO_STAGE, p.values[0], h.rule_input()) for p in FIX}
+    assert all(rw is not None for rw in rewrites.values())
+    h.assert_interp_ok({name: rw.source for name, rw in rewrites.items()}, tmp_path)

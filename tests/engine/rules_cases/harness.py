@@ -114,3 +114,16 @@ def interp_check(paths: list[Path], timeout: float = 900, jobs: int = 1) -> dict
     if missing or len(raw) != len(files):
         raise AssertionError(f"no result for {sorted(set(files) - set(raw)) + sorted(missing)}: {missing}")
     return raw
+
+
+def assert_interp_ok(rewrites: dict[str, str], tmp_path: Path) -> None:
+    """Each rewritten module (row id -> source), written under tmp_path, passes the interpreter
+    check."""
+    paths = []
+    for name, text in rewrites.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        paths.append(path)
+    results = interp_check(paths)
+    for path in paths:
+        assert results[str(path)]["ok"], results[str(path)]["message"]
