@@ -72,7 +72,6 @@ class _Shapes:
     """Rank of a kernel's expressions: 0 scalar, 1 a 1-D block, None not known."""
 
     def __init__(self, kernel: cu.Kernel) -> None:
-        self.kernel = kernel
         self.bindings = cu.Bindings(kernel.node)
         self.params = set(kernel.params)
         self.memo: dict[str, int | None] = {}
