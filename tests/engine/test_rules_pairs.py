@@ -101,6 +101,25 @@ FIX = [
         id="values-converted-differently-stay-as-written",
     ),
     pytest.param(
+        h.variant(
+            CMUL,
+            (MASK, ""),
+            (LOADS, LOADS.replace(", mask=mask, other=0.0", "")),
+            (STORES, STORES.replace(", mask=mask", "")),
+            # whole blocks only: every row length a multiple of BLOCK
+            (
+                "[_make(3, 100), _make(5, 256), _make(1, 1000, torch.float32)]",
+                "[_make(3, 256), _make(5, 512), _make(1, 1024, torch.float32)]",
+            ),
+        ),
+        [
+            "        k_pairs = start * 2 + tl.arange(0, BLOCK * 2)\n"
+            "        w_re, w_im = tl.split(tl.reshape(tl.load(w_ptr + k_pairs).to(tl.float32), (BLOCK, 2)))\n",
+            "        tl.store(y_row + k_pairs, tl.interleave(y_re, y_im).to(y_ptr.dtype.element_ty))\n",
+        ],
+        id="unmasked-whole-blocks",
+    ),
+    pytest.param(
         BRANCHES,
         [
             "    for start in range(0, n, BLOCK):\n        k_pairs = start * 2 + tl.arange(0, BLOCK * 2)\n"
