@@ -588,10 +588,15 @@ def interleaved_pairs(source: str, inp: RuleInput) -> Rewrite | None:
         if not inp.wants(k.name):
             continue
         shapes = _Shapes(k)
+        small: dict[str, bool] = {}  # block size -> whether it is too small (read once per size)
+
+        def too_small(size: str, k: cu.Kernel = k, small: dict[str, bool] = small) -> bool:
+            if size not in small:
+                small[size] = _too_small(k, tree, inp, size)
+            return small[size]
+
         blocks = [
-            _block_matches(
-                node, shapes, backed, model.position, lambda size, k=k: _too_small(k, tree, inp, size)
-            )
+            _block_matches(node, shapes, backed, model.position, too_small)
             for node in cu.walk(k.node.body)
             if isinstance(node, cst.IndentedBlock)
         ]
@@ -609,8 +614,10 @@ def interleaved_pairs(source: str, inp: RuleInput) -> Rewrite | None:
         family=Family.COALESCE,
         kernels=tuple(done),
         mechanism=(
-            f"{what} at `2 * i` and `2 * i + 1` merged into one access of the (BLOCK, 2) tile they cover, "
-            "taken apart with `tl.split` after a load and put together with `tl.join` before a store."
+            f"{what} at `2 * i` and `2 * i + 1` merged into one access of the run they cover: flat offsets "
+            "`start * 2 + tl.arange(0, BLOCK * 2)`, taken apart with `tl.reshape` and `tl.split` after a load "
+            "and written with `tl.interleave`, or, where the index or mask is not such a run, a (BLOCK, 2) tile "
+            "with `tl.split` / `tl.join`."
         ),
         effect=(
             "each half of an interleaved layout read alone is a stride-2 access: one scalar instruction per "
