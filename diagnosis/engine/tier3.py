@@ -336,10 +336,10 @@ def _explain_scalar(
         stride_args = a.get("stride_args") or []
         values = []
         for name in stride_args:
-            arg = kernel.arg(name)
             if name.lstrip("-").isdigit():  # a constant scale (`i * 2`)
                 values.append(name)
                 continue
+            arg = kernel.arg(name)
             values.append(
                 f"`{name}` = {arg.value}" if arg is not None and arg.value is not None else f"`{name}`"
             )

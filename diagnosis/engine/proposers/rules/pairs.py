@@ -42,14 +42,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import (
-    Rewrite,
-    RuleInput,
-    tidy,
-    tile_strided,  # noqa: F401 - its COALESCE transform is tried first
-    transform,
-)
+from diagnosis.engine.proposers.rules import Rewrite, RuleInput, tidy, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
+
+# imported first, so the tiled strided walk is COALESCE's first transform and this one its second
+from diagnosis.engine.proposers.rules.tile_strided import LOOPS
 from diagnosis.engine.srcmodel import model_of_tree
 
 LOAD_ARGS = ("pointer", "mask", "other", "boundary_check", "padding_option", "cache_modifier", "eviction_policy",
@@ -65,7 +62,6 @@ RESHAPING = frozenset(
         "tl.flip", "tl.ravel", "tl.make_block_ptr", "tl.advance", "tl.make_tensor_descriptor",
     }
 )  # fmt: skip
-LOOPS = frozenset({"range", "tl.range", "tl.static_range"})
 
 
 class _Shapes:
