@@ -306,6 +306,84 @@ return out
 )  # fmt: skip
 
 
+# Warps a wrapper computes (liger's and flag_gems' styles): once the launch stops passing them,
+# what computed them goes too, where it is pure: the module's own helpers count when their
+# bodies are (`get_num_warps`, `is_hip`); an `if` that only chose the warps goes with the comment
+# above it; an `else` that only set them goes, its `if` keeps the rest.
+WARP_HELPERS = """def is_hip():
+    return torch.version.hip is not None
+
+
+def device_arch():
+    return "hopper"
+
+
+def get_num_warps(block):
+    num_warps = 4
+    if block >= 32768:
+        num_warps = 32 if not is_hip() else 16
+    elif block >= 2048:
+        num_warps = 8
+    return num_warps
+
+
+"""
+
+
+def row_launch(warps: str, option: str = "num_warps") -> str:
+    """A row kernel's wrapper whose warps `warps` computes, passed as `option`."""
+    return HEADER + ROW_KERNEL + WARP_HELPERS + f"""def rows(x):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+{warps}
+    row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=BLOCK_SIZE, num_warps={option})
+    return out
+"""
+
+
+FIX += [
+    pytest.param(
+        row_launch('    num_warps = 32 if device_arch() == "xpu" else get_num_warps(BLOCK_SIZE)'),
+        ["BLOCK_SIZE = triton.next_power_of_2(n_cols)\n    row_kernel[(n_rows,)](", "def get_num_warps(block):"],
+        ["device_arch() ==", "num_warps=num_warps"],
+        id="warps-from-pure-module-helpers-go-with-the-option",
+    ),
+    pytest.param(
+        row_launch("""    # the warps depend on the vendor and the architecture
+    if is_hip():
+        ce_num_warps = 16
+    else:
+        is_blackwell = device_arch().startswith("blackwell")
+        ce_num_warps = 8 if (x.element_size() == 2 and is_blackwell) else 32""", "ce_num_warps"),
+        ["BLOCK_SIZE = triton.next_power_of_2(n_cols)\n    row_kernel[(n_rows,)]("],
+        ["vendor", "is_hip()\n", "is_blackwell", "ce_num_warps"],
+        id="an-if-that-only-chose-the-warps-goes-whole",
+    ),
+    pytest.param(
+        row_launch("""    if n_cols > 128:
+        n_cols = 128
+        num_warps = 1
+    else:
+        num_warps = 4"""),
+        ["    if n_cols > 128:\n        n_cols = 128\n    row_kernel["],
+        ["num_warps = 1", "else:", "        num_warps = 4"],
+        id="an-else-that-only-set-the-warps-goes",
+    ),
+    pytest.param(
+        row_launch("""    if n_cols >= 8192:
+        num_warps = 16
+    elif n_cols >= 2048:
+        num_warps = 8
+    else:
+        num_warps = 4"""),
+        ["BLOCK_SIZE = triton.next_power_of_2(n_cols)\n    row_kernel[(n_rows,)]("],
+        ["n_cols >= 8192", "n_cols >= 2048", "num_warps = 16"],
+        id="an-elif-chain-that-only-chose-the-warps-goes-whole",
+    ),
+]
+
+
 @pytest.mark.parametrize(("before", "present", "absent"), FIX)
 def test_it_adds_an_autotune_space(before: str, present: list[str], absent: list[str]) -> None:
     rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
@@ -315,6 +393,24 @@ def test_it_adds_an_autotune_space(before: str, present: list[str], absent: list
         assert text in rw.source
     for text in absent:
         assert text not in rw.source
+
+
+@pytest.mark.parametrize(
+    ("warps", "kept"),
+    [
+        pytest.param("    num_warps = pick_warps(BLOCK_SIZE)", "    num_warps = pick_warps(BLOCK_SIZE)\n",
+                     id="a-helper-with-an-effect"),
+        pytest.param("    if torch.cuda.is_available():\n        num_warps = 8\n    else:\n        num_warps = 4",
+                     "    if torch.cuda.is_available():\n        num_warps = 8\n    else:\n        num_warps = 4\n",
+                     id="an-if-whose-test-calls-out-of-the-module"),
+    ],
+)  # fmt: skip
+def test_what_computed_the_warps_stays_where_dropping_it_could_lose_an_effect(warps: str, kept: str) -> None:
+    effect = "\n\nCHOSEN = []\n\n\ndef pick_warps(block):\n    CHOSEN.append(block)\n    return 4\n"
+    rw = apply_family(Family.LAUNCH_CONFIG, row_launch(warps) + effect, h.rule_input())
+    assert rw is not None and h.parses(rw.source)
+    assert kept in rw.source
+    assert "num_warps=num_warps" not in rw.source
 
 
 @pytest.mark.parametrize("before", NOOP)

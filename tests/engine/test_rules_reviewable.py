@@ -57,14 +57,16 @@ def table_rows() -> list[tuple[str, str, Family, RuleInput]]:
     return out
 
 
-def suite_rows() -> list[tuple[str, str, tuple[Family, ...], RuleInput]]:
-    """Every family alone and every composition on every suite module, as the H200 benchmark
-    proposes them (bench/rules_fingerprint.py's chains)."""
-    if not h.SUITE.is_dir():
-        return []
+WILD = h.ROOT / "bench" / "wild" / "build"
+
+
+def suite_rows(*folders: Path) -> list[tuple[str, str, tuple[Family, ...], RuleInput]]:
+    """Every family alone and every composition on every module of the folders (the suite by
+    default), as the H200 benchmark proposes them (bench/rules_fingerprint.py's chains)."""
     chains = [(f,) for f in registered_families()] + [tuple(c) for c in COMPOSITIONS] + [(Family.FUSION,) * 2]
     out = []
-    for path in sorted(p for p in h.SUITE.glob("*.py") if re.match(r"\d\d_\w+\.py$", p.name)):
+    paths = [p for d in folders or (h.SUITE,) if d.is_dir() for p in sorted(d.glob("*.py"))]
+    for path in (p for p in paths if re.match(r"\d\d_\w+\.py$", p.name)):
         inp = RuleInput((), ProposalContext(cases=h.cases_of(path), device=sol.lookup("NVIDIA H200").spec))
         out += [(f"{path.stem}::{'+'.join(map(str, c))}", path.read_text(), c, inp) for c in chains]
     return out
@@ -80,17 +82,32 @@ def test_every_table_rewrite_is_reviewable(tmp_path: Path) -> None:
     assert review.added(pairs, tmp_path) == {}
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not h.SUITE.is_dir(), reason="bench/suite is absent")
-def test_every_suite_rewrite_is_reviewable(tmp_path: Path) -> None:
+def rewrites(rows: list[tuple[str, str, tuple[Family, ...], RuleInput]]) -> list[tuple[str, str, str]]:
     pairs = []
-    for row_id, source, chain, inp in suite_rows():
+    for row_id, source, chain, inp in rows:
         text: str | None = source
         for family in chain:
             rw = apply_family(family, text, inp) if text is not None else None
             text = rw.source if rw is not None else None
         if text is not None:
             pairs.append((row_id, source, text))
+    return pairs
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not h.SUITE.is_dir(), reason="bench/suite is absent")
+def test_every_suite_rewrite_is_reviewable(tmp_path: Path) -> None:
+    pairs = rewrites(suite_rows())
+    assert len(pairs) > 100
+    assert review.added(pairs, tmp_path) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (WILD / "released").is_dir(), reason="the wild corpus is not built (bench/wild/build.py)")
+def test_every_wild_rewrite_is_reviewable(tmp_path: Path) -> None:
+    """Other projects' kernels, as released and as first converted: their wrappers compute
+    warps and blocks in ways nobody here wrote (liger's `get_num_warps`, flag_gems' branches)."""
+    pairs = rewrites(suite_rows(WILD / "released", WILD / "first_conversion"))
     assert len(pairs) > 100
     assert review.added(pairs, tmp_path) == {}
 

@@ -732,29 +732,112 @@ PURE_CALLS = frozenset({"triton.cdiv", "cdiv", "triton.next_power_of_2", "min", 
 
 
 def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]) -> cst.Module:
-    """Drop `name = <pure value>` statements of the launching functions whose names
-    (all in `candidates`) nothing reads any more, e.g. `BLOCK_SIZE = 1024`, `grid = (...)`."""
-    edits: list[tuple[cst.CSTNode, Any]] = []
+    """Drop `name = <pure value>` statements of the launching functions whose names nothing
+    reads any more: those in `candidates` (e.g. `BLOCK_SIZE = 1024`, `grid = (...)`), then the
+    locals only those statements read. An `if` whose test is pure and whose branches lose every
+    statement goes whole (with the comment above it); an `else` that loses every statement goes;
+    a block that would be left empty otherwise keeps its statements."""
+    pure = PureCalls(tree)
+    drop: set[int] = set()
+    unread: set[int] = set()
     functions = {id(lc.function): lc.function for lc in find_launches(tree, kernels)}
     for fn in functions.values():
         bindings = Bindings(fn)
         reads = name_loads(fn.body, bindings.target_ids)
-        blocks = [b for b in walk(fn.body) if isinstance(b, cst.IndentedBlock)]  # the guards' branches too
-        for block in blocks:
-            gone = []
-            for st in block.body:
-                unpacked = _unpacked_names(st)
-                if unpacked:  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
-                    edits += [(n, cst.Name("_")) for n in unpacked if n.value in candidates and reads[n.value] == 0]
+        for st in walk(fn.body):  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
+            unread |= {id(n) for n in _unpacked_names(st) if n.value in candidates and reads[n.value] == 0}
+        drop |= _DeadStatements(fn, bindings, reads, candidates, pure).settle()
+    return tree.visit(_Prune(drop, unread)) if drop or unread else tree
+
+
+class _DeadStatements:
+    """The statements of one function that go: dead pure assignments, then the `if`s they
+    empty, to a fixed point; statements of a block that cannot go empty are pinned and the
+    fixed point is found again."""
+
+    def __init__(self, fn: cst.FunctionDef, bindings: Bindings, reads: Counter[str], candidates: set[str],
+                 pure: PureCalls) -> None:  # fmt: skip
+        self.fn, self.bindings, self.reads0, self.candidates, self.pure = fn, bindings, reads, candidates, pure
+        self.statements = [n for n in walk(fn.body) if isinstance(n, (cst.SimpleStatementLine, cst.If))]
+        self.pinned: set[int] = set()
+
+    def settle(self) -> set[int]:
+        while True:
+            drop = self._fixed_point()
+            emptied = [b for b in walk(self.fn) if isinstance(b, cst.IndentedBlock) and not self._may_empty(b, drop)
+                       and all(id(s) in drop for s in b.body)]  # fmt: skip
+            if not emptied:
+                return drop
+            self.pinned |= {id(s) for b in emptied for s in b.body}
+            # an `if` that stays keeps its `else` whole too: half of a choice left is no tidier
+            kept = [st for st in self.statements if isinstance(st, cst.If) and any(st.body is b for b in emptied)]
+            self.pinned |= {id(s) for st in kept if isinstance(st.orelse, cst.Else) for s in st.orelse.body.body}
+
+    def _may_empty(self, block: cst.IndentedBlock, drop: set[int]) -> bool:
+        """An `if`'s body whose `if` goes, or an `else` body (the `else` goes with it)."""
+        for st in self.statements:
+            if isinstance(st, cst.If):
+                if st.body is block:
+                    return id(st) in drop
+                if isinstance(st.orelse, cst.Else) and st.orelse.body is block:
+                    return True
+        return False
+
+    def _fixed_point(self) -> set[int]:
+        reads, dead, drop = Counter(self.reads0), set(self.candidates), set()
+        changed = True
+        while changed:
+            changed = False
+            for st in self.statements:
+                if id(st) in drop or id(st) in self.pinned or not self._goes(st, reads, dead, drop):
                     continue
-                pairs = simple_assigns(st)
-                if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
-                    continue
-                if all(n in candidates and reads[n] == 0 and _pure(v) for n, v in pairs):
-                    gone.append(st)
-            if len(gone) < len(block.body):  # a block keeps a statement
-                edits += [(st, cst.RemoveFromParent()) for st in gone]
-    return replace(tree, edits) if edits else tree
+                drop.add(id(st))
+                changed = True
+                for name, n in name_loads(st.test if isinstance(st, cst.If) else st, self.bindings.target_ids).items():
+                    reads[name] -= n
+                    if reads[name] == 0 and name in self.bindings.by_name:
+                        dead.add(name)
+        return drop
+
+    def _goes(self, st: cst.CSTNode, reads: Counter[str], dead: set[str], drop: set[int]) -> bool:
+        if isinstance(st, cst.If):
+            branches = [*st.body.body]
+            if isinstance(st.orelse, cst.Else):
+                branches += st.orelse.body.body
+            elif st.orelse is not None:
+                branches.append(st.orelse)
+            return self.pure(st.test) and all(id(s) in drop for s in branches)
+        pairs = simple_assigns(st)
+        if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
+            return False
+        return all(n in dead and reads[n] == 0 and self.pure(v) for n, v in pairs)
+
+
+class _Prune(cst.CSTTransformer):
+    """Remove the statements `_DeadStatements` chose (an `if` keeps what its branches keep) and
+    write `_` for the unpacked names nothing reads."""
+
+    def __init__(self, drop: set[int], unread: set[int]) -> None:
+        self.drop, self.unread = drop, unread
+        self.elifs: set[int] = set()
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return cst.Name("_") if id(original) in self.unread else updated
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine) -> Any:
+        return cst.RemoveFromParent() if id(original) in self.drop else updated
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> Any:
+        orelse = original.orelse
+        if isinstance(orelse, cst.If) and id(orelse) in self.drop:  # a dropped `elif` goes with its parent's field
+            updated = updated.with_changes(orelse=None)
+        elif isinstance(orelse, cst.Else) and all(id(s) in self.drop for s in orelse.body.body):
+            updated = updated.with_changes(orelse=None)
+        return cst.RemoveFromParent() if id(original) in self.drop and id(original) not in self.elifs else updated
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self.elifs.add(id(node.orelse))
 
 
 def _unpacked_names(st: cst.BaseStatement) -> list[cst.Name]:
@@ -778,10 +861,63 @@ def _all_targets(small: cst.CSTNode) -> list[str]:
 METADATA = frozenset({"numel", "size", "stride", "dim", "element_size"})
 
 
-def _pure(value: cst.CSTNode) -> bool:
-    """Only pure helpers and tensor metadata (`x.numel()`) are called: dropping it loses nothing."""
-    return all(
-        call_name(n) in PURE_CALLS or (isinstance(n.func, cst.Attribute) and n.func.attr.value in METADATA)
-        for n in walk(value)
-        if isinstance(n, cst.Call)
-    )
+SAFE_METHODS = frozenset({"startswith", "endswith", "lower", "upper"})
+PURE_BUILTINS = frozenset({"abs", "bool", "float", "len", "round"})
+_CACHES = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache"})
+
+
+class PureCalls:
+    """Whether an expression calls only what has no effect, so that dropping it loses nothing:
+    PURE_CALLS and a few builtins, tensor metadata (`x.numel()`), str predicates, and the
+    module's own functions whose bodies are made of such expressions (liger's
+    `get_num_warps(BLOCK_SIZE)`, `is_hip()`), a cache decorator allowed."""
+
+    def __init__(self, tree: cst.Module) -> None:
+        self.defs = {st.name.value: st for st in tree.body if isinstance(st, cst.FunctionDef)}
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, node: cst.CSTNode) -> bool:
+        return all(
+            self._call(n) if isinstance(n, cst.Call) else not isinstance(n, (cst.NamedExpr, cst.Yield, cst.Await))
+            for n in walk(node)
+        )
+
+    def _call(self, n: cst.Call) -> bool:
+        name = call_name(n)
+        if name in PURE_CALLS or name in PURE_BUILTINS:
+            return True
+        if isinstance(n.func, cst.Attribute):
+            return n.func.attr.value in METADATA | SAFE_METHODS
+        return isinstance(n.func, cst.Name) and self._function(n.func.value)
+
+    def _function(self, name: str) -> bool:
+        if name not in self.defs:
+            return False
+        if name not in self.known:
+            self.known[name] = False  # while it is read, a recursive call is not pure
+            fn = self.defs[name]
+            decorators = [d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator for d in fn.decorators]
+            self.known[name] = all(dotted(d) in _CACHES for d in decorators) and self._body(fn.body.body)
+        return self.known[name]
+
+    def _body(self, statements: Sequence[cst.CSTNode]) -> bool:
+        for st in statements:
+            if isinstance(st, cst.If):
+                orelse = [] if st.orelse is None else [st.orelse] if isinstance(st.orelse, cst.If) else st.orelse.body.body
+                if not (self(st.test) and self._body(st.body.body) and self._body(orelse)):
+                    return False
+            elif not isinstance(st, cst.SimpleStatementLine) or not all(self._small(s) for s in st.body):
+                return False
+        return True
+
+    def _small(self, small: cst.CSTNode) -> bool:
+        if isinstance(small, cst.Assign):
+            targets = all(isinstance(n, (cst.Name, cst.Tuple, cst.Element)) for t in small.targets for n in walk(t.target))
+            return targets and self(small.value)
+        if isinstance(small, cst.AugAssign):
+            return isinstance(small.target, cst.Name) and self(small.value)
+        if isinstance(small, cst.Return):
+            return small.value is None or self(small.value)
+        if isinstance(small, cst.Expr):  # a docstring
+            return isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+        return isinstance(small, cst.Pass)
