@@ -750,13 +750,22 @@ def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]
     return tree.visit(_Prune(drop, unread)) if drop or unread else tree
 
 
+def drop_dead(fn: cst.FunctionDef, pure: Callable[[cst.CSTNode], bool]) -> cst.FunctionDef:
+    """`fn` without the assignments nothing reads (and the `if`s they empty), where `pure` says
+    their values only compute: a kernel copy whose stores a rewrite took out."""
+    bindings = Bindings(fn)
+    names = set(bindings.by_name) - set(bindings.params)
+    drop = _DeadStatements(fn, bindings, name_loads(fn.body, bindings.target_ids), names, pure).settle()
+    return fn.visit(_Prune(drop, set())) if drop else fn
+
+
 class _DeadStatements:
     """The statements of one function that go: dead pure assignments, then the `if`s they
     empty, to a fixed point; statements of a block that cannot go empty are pinned and the
     fixed point is found again."""
 
     def __init__(self, fn: cst.FunctionDef, bindings: Bindings, reads: Counter[str], candidates: set[str],
-                 pure: PureCalls) -> None:  # fmt: skip
+                 pure: Callable[[cst.CSTNode], bool]) -> None:  # fmt: skip
         self.fn, self.bindings, self.reads0, self.candidates, self.pure = fn, bindings, reads, candidates, pure
         self.statements = [n for n in walk(fn.body) if isinstance(n, (cst.SimpleStatementLine, cst.If))]
         self.pinned: set[int] = set()
@@ -766,8 +775,12 @@ class _DeadStatements:
             drop = self._fixed_point()
             emptied = [b for b in walk(self.fn) if isinstance(b, cst.IndentedBlock) and not self._may_empty(b, drop)
                        and all(id(s) in drop for s in b.body)]  # fmt: skip
-            if not emptied:
+            # a name keeps all its bindings or none (`x = 0` gone under a kept `x += 1`)
+            halves = [bs for bs in self.bindings.by_name.values()
+                      if len({id(b.statement) in drop for b in bs}) == 2]  # fmt: skip
+            if not emptied and not halves:
                 return drop
+            self.pinned |= {id(b.statement) for bs in halves for b in bs}
             self.pinned |= {id(s) for b in emptied for s in b.body}
             # an `if` that stays keeps its `else` whole too: half of a choice left is no tidier
             kept = [st for st in self.statements if isinstance(st, cst.If) and any(st.body is b for b in emptied)]
@@ -807,7 +820,9 @@ class _DeadStatements:
             elif st.orelse is not None:
                 branches.append(st.orelse)
             return self.pure(st.test) and all(id(s) in drop for s in branches)
+        assert isinstance(st, cst.SimpleStatementLine)
         pairs = simple_assigns(st)
+        pairs += [(s.target.value, s.value) for s in st.body if isinstance(s, cst.AugAssign) and isinstance(s.target, cst.Name)]
         if not pairs or len(pairs) != sum(len(_all_targets(s)) for s in st.body):
             return False
         return all(n in dead and reads[n] == 0 and self.pure(v) for n, v in pairs)
@@ -853,6 +868,8 @@ def _unpacked_names(st: cst.BaseStatement) -> list[cst.Name]:
 
 
 def _all_targets(small: cst.CSTNode) -> list[str]:
+    if isinstance(small, cst.AugAssign):
+        return [small.target.value] if isinstance(small.target, cst.Name) else ["?"]
     if not isinstance(small, cst.Assign):
         return ["?"]
     return [n.value for t in small.targets for n in walk(t.target) if isinstance(n, cst.Name)]
