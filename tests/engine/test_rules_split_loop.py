@@ -348,11 +348,11 @@ def test_after_the_autotune_brought_no_gain_the_family_proposes_its_split() -> N
 @pytest.mark.parametrize(
     "history",
     [
-        pytest.param((_lc_round("autotune_launch_config"), _lc_round("split_long_loop", Verdict.FAILED)),
-                     id="every-transform-failed"),
+        pytest.param((_lc_round("autotune_launch_config"), _lc_round("split_long_loop", Verdict.FAILED),
+                      _lc_round("split_carried_scan")), id="every-transform-failed"),
         pytest.param((_lc_round(""),), id="a-proposal-that-named-no-transform"),
-        pytest.param((_lc_round("grouped_program_order+autotune_launch_config"), _lc_round("split_long_loop")),
-                     id="a-composition-counts-for-both"),
+        pytest.param((_lc_round("grouped_program_order+autotune_launch_config"), _lc_round("split_long_loop"),
+                      _lc_round("split_carried_scan")), id="a-composition-counts-for-both"),
     ],
 )  # fmt: skip
 def test_a_family_is_ruled_out_once_nothing_of_it_is_left(history: tuple[RoundHistory, ...]) -> None:

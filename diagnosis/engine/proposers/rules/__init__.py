@@ -53,11 +53,13 @@ Transform = Callable[[str, RuleInput], Rewrite | None]
 _REGISTRY: dict[Family, list[Transform]] = {}
 
 
-def transform(family: Family) -> Callable[[Transform], Transform]:
-    """Register a transform for a family (several per family are tried in registration order)."""
+def transform(family: Family, first: bool = False) -> Callable[[Transform], Transform]:
+    """Register a transform for a family (several per family are tried in registration order;
+    `first` puts it ahead of those registered before it)."""
 
     def register(fn: Transform) -> Transform:
-        _REGISTRY.setdefault(family, []).append(fn)
+        transforms = _REGISTRY.setdefault(family, [])
+        transforms.insert(0, fn) if first else transforms.append(fn)
         return fn
 
     return register

@@ -312,12 +312,14 @@ def _tile_lines(s: _Split, names: dict[str, str]) -> list[str]:
     return [
         f"{names['programs']} = {' * '.join(count)}",
         f"{names['tile']} = {pid[0] if s.rank == 1 else f'{pid[0]} * {count[1]} + {pid[1]}'}",
-        f"{names['lanes']} = {' + '.join(lanes)}",
+        *([f"{names['lanes']} = {' + '.join(lanes)}"] if lanes else []),  # a scalar accumulator has none
     ]
 
 
 def _row(s: _Split, names: dict[str, str], split: str) -> str:
     """The address of split `split`'s copy of this program's tile in the partials."""
+    if not s.shape:
+        return f"{names['buf']} + {split} * {names['programs']} + {names['tile']}"
     size = " * ".join(cu.operand(d) for d in s.shape)
     size = f"({size})" if len(s.shape) > 1 else size
     return f"{names['buf']} + ({split} * {names['programs']} + {names['tile']}) * {size} + {names['lanes']}"
@@ -417,7 +419,21 @@ def _slot(s: _Split) -> int | None:
     return None if any(p.default is not None for p in params[:at]) else at
 
 
-def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode, Any]] | None:
+@dataclass(frozen=True)
+class Stages:
+    """The two copies a split writes: (suffix, builder(split, name, buffer, split count)) each,
+    and how many programs per SM the split count aims at."""
+
+    first: tuple[str, Any]
+    second: tuple[str, Any]
+    per_sm: int
+    why: str  # the comment above the split count
+    second_split: bool = False  # the second copy runs on the split grid too (else on the kernel's)
+    stop: Any = None  # the loop's stop as the wrapper can read it (default: as written)
+
+
+def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = None) -> list[tuple[cst.CSTNode, Any]] | None:
+    stages = stages or SUM_STAGES
     bound = s.launch.bound(s.kernel)
     out_arg = bound.get(s.out)
     axes = cu.grid_axes(s.launch, s.kernel)
@@ -432,8 +448,8 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     p_var = cu.fresh_name("partials", w_taken)
     buf = cu.fresh_name("partials_ptr", k_taken)
     n_param = cu.fresh_name("n_split", k_taken)
-    stage1 = cu.fresh_name(f"{s.kernel.name}_partials", taken)
-    stage2 = cu.fresh_name(f"{s.kernel.name}_combine", taken)
+    stage1 = cu.fresh_name(f"{s.kernel.name}{stages.first[0]}", taken)
+    stage2 = cu.fresh_name(f"{s.kernel.name}{stages.second[0]}", taken)
     grid = s.launch.grid
     if isinstance(grid, cst.Name) and s.launch.model.grid(s.launch).form == "tuple":
         programs = " * ".join(f"{grid.value}[{i}]" for i in range(s.rank))
@@ -442,16 +458,16 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         programs = " * ".join(cu.operand(a) for a in axes)
         split_grid = "(" + ", ".join(cu.code(a) for a in axes) + f", {n_var})"
     sms = sm_count(inp)
-    trips = _trips(s, bound)
+    trips = _trips(s, bound, stages.stop)
     limit = (
-        f"{PROGRAMS_PER_SM * sms} // ({programs})" if s.rank > 1 else f"{PROGRAMS_PER_SM * sms} // {programs}"
+        f"{stages.per_sm * sms} // ({programs})" if s.rank > 1 else f"{stages.per_sm * sms} // {programs}"
     )
     count = f"min({trips}, {limit})" if trips is not None else limit
-    size = " * ".join(dims)
+    shape = ", ".join([n_var, programs, *([" * ".join(dims)] if dims else [])])
     lines = [
-        f"# {PROGRAMS_PER_SM} programs per SM ({sms} SMs): the loop is split over those the grid leaves idle",
+        f"# {stages.per_sm} programs per SM ({sms} SMs): {stages.why}",
         f"{n_var} = max(1, {count})",
-        f"{p_var} = {cu.receiver(out_arg)}.new_empty(({n_var}, {programs}, {size}), dtype=torch.float64)",
+        f"{p_var} = {cu.receiver(out_arg)}.new_empty(({shape}), dtype=torch.float64)",
     ]
     sub = s.launch.call.func
     assert isinstance(sub, cst.Subscript)
@@ -461,7 +477,9 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
             value=cst.Name(stage1), slice=[sub.slice[0].with_changes(slice=cst.Index(cu.expr(split_grid)))]
         )
     )
-    second = s.launch.call.with_changes(func=sub.with_changes(value=cst.Name(stage2)))
+    second = (first if stages.second_split else s.launch.call).with_changes(
+        func=(first.func if stages.second_split else sub).with_changes(value=cst.Name(stage2))
+    )
     count_line = cu.stmt(s.sp.write(lines[1])).with_changes(
         leading_lines=[*statement.leading_lines, cst.EmptyLine(comment=cst.Comment(lines[0]))]
     )
@@ -480,8 +498,8 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     apart = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
     kernels = [
         s.kernel.node,
-        _partials_kernel(s, stage1, buf, n_param).with_changes(leading_lines=apart),
-        _combine_kernel(s, stage2, buf, n_param).with_changes(leading_lines=apart),
+        stages.first[1](s, stage1, buf, n_param).with_changes(leading_lines=apart),
+        stages.second[1](s, stage2, buf, n_param).with_changes(leading_lines=apart),
     ]
     return [
         (s.kernel.node, cst.FlattenSentinel(kernels)),
@@ -489,14 +507,23 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     ]
 
 
-def _trips(s: _Split, bound: dict[str, cst.BaseExpression]) -> str | None:
+SUM_STAGES = Stages(
+    ("_partials", _partials_kernel),
+    ("_combine", _combine_kernel),
+    PROGRAMS_PER_SM,
+    "the loop is split over those the grid leaves idle",
+)
+
+
+def _trips(s: _Split, bound: dict[str, cst.BaseExpression], stop_of: Any = None) -> str | None:
     """The loop's iteration count as wrapper code, for `range(n)`, `range(0, n)` and
     `range(0, n, step)` over launch arguments; None otherwise (the split count is then bounded
     by the programs only)."""
     args = [a.value for a in s.loop.iter.args]
     if len(args) > 1 and cu.int_literal(args[0]) != 0:
         return None
-    stop = host_code(s.sp, args[1] if len(args) > 1 else args[0], bound)
+    stop = args[1] if len(args) > 1 else args[0]
+    stop = host_code(s.sp, stop_of(s, stop) if stop_of else stop, bound)
     step = host_code(s.sp, args[2], bound) if len(args) > 2 else "1"
     if stop is None or step is None:
         return None

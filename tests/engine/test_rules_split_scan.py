@@ -1,0 +1,190 @@
+"""LAUNCH_CONFIG's split scan: a kernel whose few programs each walk a long loop carrying a
+running total is split into contiguous segments over a new grid axis, a totals launch and a
+scan launch (before/after and refusal tables, other projects' code styles, interpreter
+correctness)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.base import CaseShape, ProposalContext
+from diagnosis.engine.proposers.rules import RuleInput, apply_family, transforms_for
+from diagnosis.engine.proposers.rules.split_scan import split_carried_scan
+from tests.engine.rules_cases import harness as h
+from tests.engine.rules_cases import review
+
+SCAN = h.source("few_scan.py")
+# the timed cases of few_scan.py (4, 8, 16, 2 and 32 rows of 2^17-2^21 elements)
+CASES = tuple(
+    CaseShape(i, (shape,), ("float32",))
+    for i, shape in enumerate([(4, 1 << 20), (8, 1 << 19), (16, 1 << 18), (2, 1 << 21), (32, 1 << 17)])
+)
+LOOP = (
+    "    for start in range(0, n_cols, BLOCK):\n"
+    "        cols = start + tl.arange(0, BLOCK)\n"
+    "        mask = cols < n_cols\n"
+    "        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)\n"
+    "        tl.store(out_ptr + row * n_cols + cols, tl.cumsum(x, axis=0) + carry, mask=mask)\n"
+    "        carry += tl.sum(x, axis=0)\n"
+)
+
+
+def split(source: str, cases: tuple[CaseShape, ...] = CASES) -> str | None:
+    rw = split_carried_scan(source, RuleInput((), ProposalContext(cases=cases)))
+    return rw.source if rw is not None else None
+
+
+# fla's style (chunk_global_cumsum): the chunk count computed in the kernel, a reversed scan
+# chosen by a constexpr, the update under a test of the loop counter, the output scaled after
+FLA_STYLE = h.variant(
+    SCAN,
+    ("def row_cumsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):",
+     "def row_cumsum_kernel(x_ptr, out_ptr, n_cols, scale, BLOCK: tl.constexpr, REVERSE: tl.constexpr):"),
+    (LOOP,
+     "    NT = tl.cdiv(n_cols, BLOCK)\n"
+     "    for i_c in range(NT):\n"
+     "        i_t = NT - 1 - i_c if REVERSE else i_c\n"
+     "        cols = i_t * BLOCK + tl.arange(0, BLOCK)\n"
+     "        mask = cols < n_cols\n"
+     "        b_s = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)\n"
+     "        if REVERSE:\n"
+     "            b_o = tl.cumsum(b_s, axis=0, reverse=True)\n"
+     "        else:\n"
+     "            b_o = tl.cumsum(b_s, axis=0)\n"
+     "        b_ss = tl.sum(b_s, 0)\n"
+     "        b_o += carry\n"
+     "        if i_c >= 0:\n"
+     "            carry += b_ss\n"
+     "        b_o *= scale\n"
+     "        tl.store(out_ptr + row * n_cols + cols, b_o.to(out_ptr.dtype.element_ty), mask=mask)\n"),
+    ("row_cumsum_kernel[(n_rows,)](x, out, n_cols, BLOCK=1024)",
+     "row_cumsum_kernel[(n_rows,)](x, out, n_cols, 1.0, BLOCK=1024, REVERSE=False)"),
+)  # fmt: skip
+
+# flag_gems' style: the launch in a module-level helper, constexprs by position, a grid lambda,
+# a tile of columns carried (a 2-D scan down the rows). (An alias such as `import
+# triton.language as lang` is read by the same Spelling as split_loop's tests; triton 3.6's
+# interpreter does not take `lang.constexpr` annotations, so this module keeps `tl`.)
+HELPER_STYLE = h.variant(
+    SCAN,
+    ("return x.cumsum(dim=1)", "return x.cumsum(dim=0)"),
+    ("def row_cumsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):\n"
+     "    row = tl.program_id(0)\n"
+     "    carry = tl.zeros([], dtype=tl.float32)\n" + LOOP,
+     "def col_cumsum_kernel(x_ptr, out_ptr, n_rows, n_cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):\n"
+     "    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
+     "    carry = tl.zeros([BLOCK_C], dtype=tl.float32)\n"
+     "    for start in range(0, n_rows, BLOCK_R):\n"
+     "        rows = start + tl.arange(0, BLOCK_R)\n"
+     "        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)\n"
+     "        x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)\n"
+     "        tl.store(out_ptr + rows[:, None] * n_cols + cols[None, :], tl.cumsum(x, axis=0) + carry[None, :], mask=mask)\n"
+     "        carry += tl.sum(x, axis=0)\n"),
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        x = x.contiguous()\n"
+     "        n_rows, n_cols = x.shape\n        out = torch.empty_like(x)\n"
+     "        row_cumsum_kernel[(n_rows,)](x, out, n_cols, BLOCK=1024)\n        return out\n",
+     "def column_cumsum(x):\n    n_rows, n_cols = x.shape\n    out = torch.empty_like(x)\n"
+     '    col_cumsum_kernel[lambda meta: (triton.cdiv(n_cols, meta["BLOCK_C"]),)](x, out, n_rows, n_cols, 64, 32)\n'
+     "    return out\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        return column_cumsum(x.contiguous())\n"),
+    ("_CASES = [(4, 1 << 20), (8, 1 << 19), (16, 1 << 18), (2, 1 << 21), (32, 1 << 17)]",
+     "_CASES = [(1 << 16, 64), (1 << 15, 128), (1 << 17, 32), (1 << 14, 256), (1 << 18, 32)]"),
+    ("[[torch.randn(3, 5000)], [torch.randn(1, 3000)], [torch.randn(2, 1000)], [torch.randn(5, 1)]]",
+     "[[torch.randn(5000, 3)], [torch.randn(3000, 40)], [torch.randn(1, 70)]]"),
+)  # fmt: skip
+HELPER_CASES = tuple(
+    CaseShape(i, (shape,), ("float32",))
+    for i, shape in enumerate([(1 << 16, 64), (1 << 15, 128), (1 << 17, 32), (1 << 14, 256), (1 << 18, 32)])
+)
+
+FIX = [
+    pytest.param(
+        SCAN, CASES,
+        ["def row_cumsum_kernel_totals(x_ptr, out_ptr, n_cols, partials_ptr, n_split, BLOCK: tl.constexpr):\n",
+         "    iterations = tl.cdiv(n_cols, BLOCK)\n    split = tl.program_id(1)\n",
+         "    for start in range(first * BLOCK, last * BLOCK, BLOCK):\n",
+         "    tl.store(partials_ptr + split * programs + tile, carry.to(tl.float64))\n",
+         "    for before in range(split):\n        carry += tl.load(partials_ptr + before * programs + tile).to(carry.dtype)\n",
+         "n_split = max(1, min(triton.cdiv(n_cols, 1024), 2112 // n_rows))\n",
+         "row_cumsum_kernel_scan[(n_rows, n_split)](x, out, n_cols, BLOCK=1024, partials_ptr=partials, n_split=n_split)\n",
+         "        else:\n            row_cumsum_kernel[(n_rows,)](x, out, n_cols, BLOCK=1024)\n"],
+        id="row-cumsum-in-blocks",
+    ),
+    pytest.param(
+        FLA_STYLE, CASES,
+        ["    for i_c in range(first, last):\n",
+         # the totals keep what the carry's increment reads, under its test, and nothing else
+         "        b_ss = tl.sum(b_s, 0)\n        if i_c >= 0:\n            carry += b_ss\n\n    # the segment's total\n"],
+        id="fla-chunk-count-in-the-kernel-reversed-by-a-constexpr",
+    ),
+    pytest.param(
+        HELPER_STYLE, HELPER_CASES,
+        ["    carry = tl.zeros([BLOCK_C], dtype=tl.float32)\n",
+         "    lanes = tl.arange(0, BLOCK_C)\n",
+         "tl.store(partials_ptr + (split * programs + tile) * BLOCK_C + lanes, carry.to(tl.float64))\n",
+         "    col_cumsum_kernel_scan[(triton.cdiv(n_cols, 32), n_split)](x, out, n_rows, n_cols, 64, 32, "
+         "partials_ptr=partials, n_split=n_split)\n"],
+        id="helper-launch-positional-constexprs-tile-carry",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "cases", "present"), FIX)
+def test_a_carried_scan_is_split_into_segments(before: str, cases: tuple[CaseShape, ...], present: list[str]) -> None:
+    after = split(before, cases)
+    assert after is not None and h.parses(after)
+    for text in present:
+        assert text in after, text
+    assert review.added([("scan", before, after)], Path("/tmp")) == {}
+
+
+def test_split_scans_are_correct_under_the_interpreter(tmp_path: Path) -> None:
+    rewrites = {p.id: split(p.values[0], p.values[1]) for p in FIX}
+    assert all(rewrites.values())
+    h.assert_interp_ok(rewrites, tmp_path)  # type: ignore[arg-type]
+
+
+NOOP = [
+    pytest.param(SCAN.replace("carry += tl.sum(x, axis=0)", "carry = carry * 0.5 + tl.sum(x, axis=0)"),
+                 id="the-carry-decays-not-a-sum"),
+    pytest.param(SCAN.replace("carry += tl.sum(x, axis=0)", "carry += tl.sum(x, axis=0) * carry"),
+                 id="the-increment-reads-the-carry"),
+    pytest.param(SCAN.replace("        carry += tl.sum(x, axis=0)\n",
+                              "        if carry > 0:\n            carry += tl.sum(x, axis=0)\n"),
+                 id="the-update-is-under-a-test-of-the-carry"),
+    pytest.param(SCAN.replace("        carry += tl.sum(x, axis=0)\n",
+                              "        carry += tl.sum(x, axis=0) + last\n        last = tl.max(x, axis=0)\n")
+                 .replace("    for start", "    last = 0.0\n    for start"),
+                 id="a-second-name-carried"),
+    pytest.param(SCAN.replace("carry = tl.zeros([], dtype=tl.float32)", "carry = 0.0"),
+                 id="a-python-float-carry"),
+    pytest.param(SCAN.replace("tl.store(out_ptr + row * n_cols", "tl.store(x_ptr + row * n_cols"),
+                 id="a-scan-in-place"),
+    pytest.param(SCAN.replace("        carry += tl.sum(x, axis=0)\n",
+                              "        carry += tl.sum(x, axis=0)\n    tl.store(out_ptr + row, carry)\n"),
+                 id="a-store-after-the-loop"),
+    pytest.param(SCAN.replace("carry += tl.sum(x, axis=0)", "carry += tl.sum(x, axis=0)\n        tl.atomic_add(out_ptr, 0.0)"),
+                 id="an-atomic"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("before", NOOP)
+def test_it_leaves_what_it_cannot_prove_alone(before: str) -> None:
+    assert split(before) is None
+
+
+def test_many_programs_leave_the_scan_alone() -> None:
+    many = tuple(CaseShape(i, ((65536, 1024),), ("float32",)) for i in range(5))
+    assert split(SCAN, many) is None
+
+
+def test_it_is_tried_before_the_autotune_which_it_cannot_split_after() -> None:
+    """An autotuned kernel is not split (its copies could pick different blocks), so the split
+    comes first among LAUNCH_CONFIG's transforms."""
+    assert transforms_for(Family.LAUNCH_CONFIG)[0] is split_carried_scan
+    rw = apply_family(Family.LAUNCH_CONFIG, SCAN, RuleInput((), ProposalContext(cases=CASES)))
+    assert rw is not None and rw.transform == "split_carried_scan"
+    assert split(apply_family(Family.LAUNCH_CONFIG, SCAN, RuleInput((), ProposalContext(cases=())), ("split_carried_scan",)).source) is None
