@@ -168,6 +168,8 @@ NOOP = [
                  id="a-store-after-the-loop"),
     pytest.param(SCAN.replace("carry += tl.sum(x, axis=0)", "carry += tl.sum(x, axis=0)\n        tl.atomic_add(out_ptr, 0.0)"),
                  id="an-atomic"),
+    pytest.param(SCAN.replace("for start in range(0, n_cols, BLOCK):", "for start in range(n_cols - BLOCK, -BLOCK, -BLOCK):"),
+                 id="a-loop-counting-down"),
 ]  # fmt: skip
 
 

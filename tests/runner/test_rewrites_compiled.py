@@ -202,6 +202,28 @@ def test_interleaved_pairs_are_found_and_merged_into_wider_accesses(tmp_path: Pa
     assert new[store_after].max_width(GLOBAL_STORE) == 64
 
 
+# --- LAUNCH_CONFIG (split scan) -------------------------------------------------------------
+
+
+def test_a_split_scan_compiles_both_copies_for_sm90(tmp_path: Path) -> None:
+    """The split scan's copies as the wrapper launches them on the first timed case (4 rows of
+    2^20 elements: the split path), compiled for sm_90: the totals copy keeps the loop's
+    vector loads and writes one scalar total per program, the scan copy keeps the kernel's
+    vector stores."""
+    module = h.HERE / "few_scan.py"
+    rw = apply_family(Family.LAUNCH_CONFIG, module.read_text(), h.rule_input(h.cases_of(module)))
+    assert rw is not None and rw.transform == "split_carried_scan"
+    after = tmp_path / "few_scan.py"
+    after.write_text(rw.source)
+    kernels = {k.name: k.stages["ptx"] for k in _build(after, dumps=False).kernels}
+    assert set(kernels) == {"row_cumsum_kernel_totals", "row_cumsum_kernel_scan"}
+    totals, scan = kernels["row_cumsum_kernel_totals"], kernels["row_cumsum_kernel_scan"]
+    assert "ld.global.v4.b32" in totals and "ld.global.v4.b32" in scan
+    assert len(re.findall(r"\bst\.global\.b64\b", totals)) == 1  # the float64 total
+    assert not re.search(r"\bst\.global\.v\d\.b32\b", totals)  # no output written
+    assert re.search(r"\bst\.global\.v4\.b32\b", scan)
+
+
 # --- DOT_PRECISION --------------------------------------------------------------------------
 
 

@@ -93,6 +93,9 @@ def _match(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: Rule
         return None
     if not 1 <= len(loop.iter.args) <= 3 or any(a.keyword or a.star for a in loop.iter.args):
         return None
+    step = loop.iter.args[2].value if len(loop.iter.args) == 3 else None
+    if step is not None and not ((cu.int_literal(step) or 0) > 0 or (isinstance(step, cst.Name) and step.value in constexprs(kernel, sp))):
+        return None  # a segment's bounds assume the loop counts up
     if any(isinstance(n, (cst.Return, cst.Break, cst.Continue)) for n in cu.walk(kernel.node.body)):
         return None
     if not _program_axes_ok(kernel, sp, rank) or _calls_a_writer(kernel, writers - {kernel.name}, sp):
@@ -259,7 +262,7 @@ class _Segment:
             trips = cu.code(stop)
         else:
             span = f"{stop_text} - {self.start}" if self.start else cu.code(stop)
-            trips = s.sp.write(f"tl.cdiv({span}, {self.step or 1})")
+            trips = s.sp.write(f"tl.cdiv({span}, {self.step})") if self.step else span
         named = [] if trips.isidentifier() else [f"{count} = {trips}"]  # `range(0, n, BLOCK)` walks cdiv(n, BLOCK)
         trips = trips if trips.isidentifier() else count
         self.lines = [
@@ -269,12 +272,13 @@ class _Segment:
             f"{self.first} = {names['split']} * {self.per}",
             f"{self.last} = {s.sp.write(f'tl.minimum({self.first} + {self.per}, {trips})')}",
         ]
-        func = cu.code(it.func)
-        if self.start is None and self.step is None:
-            self.iter = cu.expr(f"{func}({self.first}, {self.last})")
-        else:
-            at = lambda k: f"{self.start} + {k} * {self.step or 1}" if self.start else f"{k} * {self.step or 1}"  # noqa: E731
-            self.iter = cu.expr(f"{func}({at(self.first)}, {at(self.last)}, {self.step or 1})")
+        step_arg = f", {self.step}" if self.step else ""
+        self.iter = cu.expr(f"{cu.code(it.func)}({self._at(self.first)}, {self._at(self.last)}{step_arg})")
+
+    def _at(self, k: str) -> str:
+        """The loop value of iteration `k`."""
+        off = f"{k} * {self.step}" if self.step else k
+        return f"{self.start} + {off}" if self.start else off
 
 
 def _kernel_pure(sp: Spelling):
