@@ -137,19 +137,27 @@ def _calls_a_writer(kernel: cu.Kernel, writers: set[str], sp: Spelling) -> bool:
     )
 
 
-def _match(
-    kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: RuleInput, writers: set[str]
-) -> _Split | None:
+def splittable_launch(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling) -> tuple[cu.Launch, int] | None:
+    """(the launch, its grid's rank) for a kernel launched once, as a whole statement, not
+    autotuned, on a grid of rank 1 or 2 that is not one program (TWO_STAGE's) and is no
+    reduction's second stage."""
     mine = [lc for lc in launches if lc.kernel == kernel.name]
     if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args or kernel.autotuned:
         return None
     launch = mine[0]
     axes = cu.grid_axes(launch, kernel)
     if axes is None or not 1 <= len(axes) <= 2 or all(cu.int_literal(a) == 1 for a in axes):
-        return None  # one program: TWO_STAGE's
-    if second_stage(kernel, launch, sp):
         return None
-    rank = len(axes)
+    return None if second_stage(kernel, launch, sp) else (launch, len(axes))
+
+
+def _match(
+    kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: RuleInput, writers: set[str]
+) -> _Split | None:
+    launched = splittable_launch(kernel, launches, sp)
+    if launched is None:
+        return None
+    launch, rank = launched
     body = cu.body_statements(kernel.node.body)
     loops = [st for st in body if isinstance(st, cst.For)]
     if len(loops) != 1 or sum(isinstance(n, (cst.For, cst.While)) for n in cu.walk(kernel.node.body)) != 1:
@@ -530,8 +538,9 @@ def _trips(s: _Split, bound: dict[str, cst.BaseExpression], stop_of: Any = None)
     return stop if step == "1" else s.sp.write(f"triton.cdiv({stop}, {step})")
 
 
-@transform(Family.LAUNCH_CONFIG)
-def split_long_loop(source: str, inp: RuleInput) -> Rewrite | None:
+def split_kernels(source: str, inp: RuleInput, match: Any, stages: Any) -> tuple[str, list[str]] | None:
+    """The module with every kernel `match(kernel, launches, spelling, inp, writers)` accepts
+    split in the stages `stages(split)` gives, and the kernels' names; None when none is."""
     m = Module.of(source)
     if m is None:
         return None
@@ -539,16 +548,23 @@ def split_long_loop(source: str, inp: RuleInput) -> Rewrite | None:
     edits: list[tuple[cst.CSTNode, Any]] = []
     done: list[str] = []
     for kernel in m.kernels.values():
-        s = _match(kernel, m.launches, m.sp, inp, writers) if inp.wants(kernel.name) else None
-        plan = _plan(s, m.taken, inp) if s is not None else None
+        s = match(kernel, m.launches, m.sp, inp, writers) if inp.wants(kernel.name) else None
+        plan = _plan(s, m.taken, inp, stages(s)) if s is not None else None
         if plan is not None:
             edits.extend(plan)
             done.append(kernel.name)
-    if not edits:
+    return (cu.emit(cu.replace(m.tree, edits), m.tree), done) if edits else None
+
+
+@transform(Family.LAUNCH_CONFIG)
+def split_long_loop(source: str, inp: RuleInput) -> Rewrite | None:
+    split = split_kernels(source, inp, _match, lambda s: SUM_STAGES)
+    if split is None:
         return None
+    new, done = split
     names = ", ".join(done)
     return Rewrite(
-        source=cu.emit(cu.replace(m.tree, edits), m.tree),
+        source=new,
         family=Family.LAUNCH_CONFIG,
         kernels=tuple(done),
         mechanism=(

@@ -50,21 +50,19 @@ from diagnosis.engine.proposers.rules.split_loop import (
     _calls_a_writer,
     _few_programs,
     _local_names,
-    _plan,
     _program_axes_ok,
     _renamed,
     _row,
     _Split,
     _tile_lines,
     _wide_int,
-    _writers,
+    split_kernels,
+    splittable_launch,
 )
 from diagnosis.engine.proposers.rules.structural import (
-    Module,
     Spelling,
     bound_names,
     constexprs,
-    second_stage,
 )
 from diagnosis.engine.proposers.rules.two_stage import accumulator_update
 
@@ -73,16 +71,10 @@ WRITES = ("tl.store", "tl.atomic_", "tl.device_print", "tl.device_assert", "tl.d
 
 
 def _match(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: RuleInput, writers: set[str]) -> _Split | None:
-    mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args or kernel.autotuned:
+    launched = splittable_launch(kernel, launches, sp)
+    if launched is None:
         return None
-    launch = mine[0]
-    axes = cu.grid_axes(launch, kernel)
-    if axes is None or not 1 <= len(axes) <= 2 or all(cu.int_literal(a) == 1 for a in axes):
-        return None
-    if second_stage(kernel, launch, sp):
-        return None
-    rank = len(axes)
+    launch, rank = launched
     body = cu.body_statements(kernel.node.body)
     if not body or not isinstance(body[-1], cst.For):
         return None
@@ -357,23 +349,13 @@ def _stages(s: _Split) -> Stages:
 
 @transform(Family.LAUNCH_CONFIG, first=True)
 def split_carried_scan(source: str, inp: RuleInput) -> Rewrite | None:
-    m = Module.of(source)
-    if m is None:
+    split = split_kernels(source, inp, _match, _stages)
+    if split is None:
         return None
-    writers = _writers(m.kernels, m.sp)
-    edits = []
-    done: list[str] = []
-    for kernel in m.kernels.values():
-        s = _match(kernel, m.launches, m.sp, inp, writers) if inp.wants(kernel.name) else None
-        plan = _plan(s, m.taken, inp, _stages(s)) if s is not None else None
-        if plan is not None:
-            edits.extend(plan)
-            done.append(kernel.name)
-    if not edits:
-        return None
+    new, done = split
     names = ", ".join(done)
     return Rewrite(
-        source=cu.emit(cu.replace(m.tree, edits), m.tree),
+        source=new,
         family=Family.LAUNCH_CONFIG,
         kernels=tuple(done),
         mechanism=(
