@@ -159,6 +159,23 @@ def _match(
         return None
     launch, rank = launched
     body = cu.body_statements(kernel.node.body)
+    loop = single_range_loop(kernel, sp, rank, writers)
+    out = _one_store(kernel, sp, body) if loop is not None else None
+    if loop is None or out is None:
+        return None
+    at = body.index(loop)
+    found = _accumulator(kernel, sp, loop, body[:at], body[at + 1 :])
+    shape = zeros_shape(kernel, sp, found[1], inp) if found is not None else None
+    if found is None or shape is None or not _few_programs(launch, kernel, inp):
+        return None
+    return _Split(kernel, launch, sp, rank, loop, found[0], shape, out)
+
+
+def single_range_loop(kernel: cu.Kernel, sp: Spelling, rank: int, writers: set[str]) -> cst.For | None:
+    """The kernel's one loop, a top-level `for v in range(...)` of positional arguments, where no
+    `return`, `break` or `continue` leaves early, program axes stay below the grid's rank and
+    no jit helper that writes memory is called (it would run again in every split)."""
+    body = cu.body_statements(kernel.node.body)
     loops = [st for st in body if isinstance(st, cst.For)]
     if len(loops) != 1 or sum(isinstance(n, (cst.For, cst.While)) for n in cu.walk(kernel.node.body)) != 1:
         return None
@@ -171,14 +188,12 @@ def _match(
         return None
     if not _program_axes_ok(kernel, sp, rank) or _calls_a_writer(kernel, writers - {kernel.name}, sp):
         return None
-    out = _one_store(kernel, sp, body)
-    if out is None:
-        return None
-    at = body.index(loop)
-    found = _accumulator(kernel, sp, loop, body[:at], body[at + 1 :])
-    if found is None:
-        return None
-    acc, init = found
+    return loop
+
+
+def zeros_shape(kernel: cu.Kernel, sp: Spelling, init: cst.Call, inp: RuleInput) -> list[cst.BaseExpression] | None:
+    """The shape of an accumulator's `tl.zeros(shape, dtype)` when it is made of literals and
+    constexprs and the dtype cannot be a 64-bit integer (float64 partials hold it exactly)."""
     shape = init.args[0].value if init.args else None
     consts = set(constexprs(kernel, sp))
     if not isinstance(shape, (cst.List, cst.Tuple)) or not all(
@@ -188,9 +203,7 @@ def _match(
         return None
     if _wide_int(cu.arg(init, "dtype", 1), cu.Bindings(kernel.node), inp):
         return None
-    if not _few_programs(launch, kernel, inp):
-        return None
-    return _Split(kernel, launch, sp, rank, loop, acc, [e.value for e in shape.elements], out)
+    return [e.value for e in shape.elements]
 
 
 def _one_store(kernel: cu.Kernel, sp: Spelling, body: list[cst.BaseStatement]) -> str | None:

@@ -47,17 +47,16 @@ from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.split_loop import (
     Stages,
     _block,
-    _calls_a_writer,
     _few_programs,
     _local_names,
-    _program_axes_ok,
     _renamed,
     _row,
     _Split,
     _tile_lines,
-    _wide_int,
+    single_range_loop,
     split_kernels,
     splittable_launch,
+    zeros_shape,
 )
 from diagnosis.engine.proposers.rules.structural import (
     Spelling,
@@ -70,45 +69,29 @@ THREADS_PER_SM = 2048
 WRITES = ("tl.store", "tl.atomic_", "tl.device_print", "tl.device_assert", "tl.debug_barrier")
 
 
-def _match(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: RuleInput, writers: set[str]) -> _Split | None:
+def _match(
+    kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: RuleInput, writers: set[str]
+) -> _Split | None:
     launched = splittable_launch(kernel, launches, sp)
     if launched is None:
         return None
     launch, rank = launched
     body = cu.body_statements(kernel.node.body)
-    if not body or not isinstance(body[-1], cst.For):
-        return None
-    loop = body[-1]
-    if sum(isinstance(n, (cst.For, cst.While)) for n in cu.walk(kernel.node.body)) != 1 or loop.orelse:
-        return None
-    if not (sp.is_call(loop.iter, "range", "tl.range") and isinstance(loop.target, cst.Name)):
-        return None
-    if not 1 <= len(loop.iter.args) <= 3 or any(a.keyword or a.star for a in loop.iter.args):
+    loop = single_range_loop(kernel, sp, rank, writers)
+    if loop is None or loop is not body[-1]:
         return None
     step = loop.iter.args[2].value if len(loop.iter.args) == 3 else None
-    if step is not None and not ((cu.int_literal(step) or 0) > 0 or (isinstance(step, cst.Name) and step.value in constexprs(kernel, sp))):
-        return None  # a segment's bounds assume the loop counts up
-    if any(isinstance(n, (cst.Return, cst.Break, cst.Continue)) for n in cu.walk(kernel.node.body)):
+    counts_up = (
+        step is None
+        or (cu.int_literal(step) or 0) > 0
+        or (isinstance(step, cst.Name) and step.value in constexprs(kernel, sp))
+    )
+    out = _stores_in_loop(kernel, sp, loop) if counts_up else None  # a segment's bounds assume it counts up
+    carry = _carry(kernel, sp, loop, body[:-1]) if out is not None else None
+    shape = zeros_shape(kernel, sp, carry[1], inp) if carry is not None else None
+    if carry is None or shape is None or not _few_programs(launch, kernel, inp):
         return None
-    if not _program_axes_ok(kernel, sp, rank) or _calls_a_writer(kernel, writers - {kernel.name}, sp):
-        return None
-    out = _stores_in_loop(kernel, sp, loop)
-    if out is None:
-        return None
-    carry = _carry(kernel, sp, loop, body[:-1])
-    if carry is None:
-        return None
-    acc, init = carry
-    shape = init.args[0].value if init.args else None
-    consts = set(constexprs(kernel, sp))
-    if not isinstance(shape, (cst.List, cst.Tuple)) or not all(
-        cu.int_literal(e.value) is not None or (isinstance(e.value, cst.Name) and e.value.value in consts)
-        for e in shape.elements
-    ):
-        return None
-    if _wide_int(cu.arg(init, "dtype", 1), cu.Bindings(kernel.node), inp) or not _few_programs(launch, kernel, inp):
-        return None
-    return _Split(kernel, launch, sp, rank, loop, acc, [e.value for e in shape.elements], out)
+    return _Split(kernel, launch, sp, rank, loop, carry[0], shape, out)
 
 
 def _stores_in_loop(kernel: cu.Kernel, sp: Spelling, loop: cst.For) -> str | None:
@@ -146,7 +129,9 @@ def _is_store(sp: Spelling, st: cst.CSTNode) -> bool:
     )
 
 
-def _carry(kernel: cu.Kernel, sp: Spelling, loop: cst.For, head: list[cst.BaseStatement]) -> tuple[str, cst.Call] | None:
+def _carry(
+    kernel: cu.Kernel, sp: Spelling, loop: cst.For, head: list[cst.BaseStatement]
+) -> tuple[str, cst.Call] | None:
     """(carry, its `tl.zeros` call): the one name the loop carries (see the module docstring)."""
     bindings = cu.Bindings(kernel.node)
     inner = {n for st in cu.body_statements(loop.body) for n in bound_names(st)}
@@ -255,7 +240,9 @@ class _Segment:
         else:
             span = f"{stop_text} - {self.start}" if self.start else cu.code(stop)
             trips = s.sp.write(f"tl.cdiv({span}, {self.step})") if self.step else span
-        named = [] if trips.isidentifier() else [f"{count} = {trips}"]  # `range(0, n, BLOCK)` walks cdiv(n, BLOCK)
+        named = (
+            [] if trips.isidentifier() else [f"{count} = {trips}"]
+        )  # `range(0, n, BLOCK)` walks cdiv(n, BLOCK)
         trips = trips if trips.isidentifier() else count
         self.lines = [
             *named,
@@ -300,7 +287,9 @@ def _totals_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.Function
     stores = [st for st in cu.walk(s.loop.body) if _is_store(s.sp, st)]
     head = _commented(_block(s, seg.lines), "this program's segment of the loop")
     total = _commented(
-        _block(s, [*_tile_lines(s, names), f"tl.store({_row(s, names, names['split'])}, {s.acc}.to(tl.float64))"]),
+        _block(
+            s, [*_tile_lines(s, names), f"tl.store({_row(s, names, names['split'])}, {s.acc}.to(tl.float64))"]
+        ),
         "the segment's total",
     )
     loop = cu.replace_in(s.loop, [(s.loop.iter, seg.iter), *((st, cst.RemoveFromParent()) for st in stores)])
@@ -318,7 +307,9 @@ def _scan_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.FunctionDe
         f"for {j} in range({names['split']}):\n"
         f"    {s.acc} += tl.load({_row(s, names, j)}).to({s.acc}.dtype)\n",
     ]
-    head = _commented(_block(s, lines), "this program's segment of the loop, carrying the totals of those before it")
+    head = _commented(
+        _block(s, lines), "this program's segment of the loop, carrying the totals of those before it"
+    )
     loop = s.loop.with_changes(iter=seg.iter, leading_lines=[cst.EmptyLine(indent=False)])
     fn = cu.replace_in(s.kernel.node, [(s.loop, cst.FlattenSentinel([*head, loop]))])
     return _renamed(s, fn, name, buf, n_split)
