@@ -107,8 +107,10 @@ FIX = [
          "    iterations = tl.cdiv(n_cols, BLOCK)\n    split = tl.program_id(1)\n",
          "    for start in range(first * BLOCK, last * BLOCK, BLOCK):\n",
          "    tl.store(partials_ptr + split * programs + tile, carry.to(tl.float64))\n",
-         "    for before in range(split):\n        carry += tl.load(partials_ptr + before * programs + tile).to(carry.dtype)\n",
-         "n_split = max(1, min(triton.cdiv(n_cols, 1024), 2112 // n_rows))\n",
+         "    before = tl.arange(0, 64)\n"
+         "    totals = tl.load(partials_ptr + before * programs + tile, mask=before < split, other=0.0)\n"
+         "    carry += tl.sum(totals, axis=0).to(carry.dtype)\n",
+         "n_split = max(1, min(triton.cdiv(n_cols, 1024), 64, 2112 // n_rows))\n",
          "row_cumsum_kernel_scan[(n_rows, n_split)](x, out, n_cols, BLOCK=1024, partials_ptr=partials, n_split=n_split)\n",
          "        else:\n            row_cumsum_kernel[(n_rows,)](x, out, n_cols, BLOCK=1024)\n"],
         id="row-cumsum-in-blocks",
@@ -125,6 +127,8 @@ FIX = [
         ["    carry = tl.zeros([BLOCK_C], dtype=tl.float32)\n",
          "    lanes = tl.arange(0, BLOCK_C)\n",
          "tl.store(partials_ptr + (split * programs + tile) * BLOCK_C + lanes, carry.to(tl.float64))\n",
+         "    totals = tl.load(partials_ptr + (before[:, None] * programs + tile) * BLOCK_C + lanes[None, :], "
+         "mask=(before < split)[:, None], other=0.0)\n",
          "    col_cumsum_kernel_scan[(triton.cdiv(n_cols, 32), n_split)](x, out, n_rows, n_cols, 64, 32, "
          "partials_ptr=partials, n_split=n_split)\n"],
         id="helper-launch-positional-constexprs-tile-carry",
@@ -161,6 +165,8 @@ NOOP = [
                               "        carry += tl.sum(x, axis=0) + last\n        last = tl.max(x, axis=0)\n")
                  .replace("    for start", "    last = 0.0\n    for start"),
                  id="a-second-name-carried"),
+    pytest.param(SCAN.replace("carry = tl.zeros([], dtype=tl.float32)", "carry = tl.zeros([BLOCK, 2], dtype=tl.float32)"),
+                 id="a-carry-of-rank-2"),
     pytest.param(SCAN.replace("carry = tl.zeros([], dtype=tl.float32)", "carry = 0.0"),
                  id="a-python-float-carry"),
     pytest.param(SCAN.replace("tl.store(out_ptr + row * n_cols", "tl.store(x_ptr + row * n_cols"),

@@ -451,6 +451,7 @@ class Stages:
     why: str  # the comment above the split count
     second_split: bool = False  # the second copy runs on the split grid too (else on the kernel's)
     stop: Any = None  # the loop's stop as the wrapper can read it (default: as written)
+    most: int = 0  # the most splits the copies take (0: no bound)
 
 
 def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = None) -> list[tuple[cst.CSTNode, Any]] | None:
@@ -483,7 +484,8 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
     limit = (
         f"{stages.per_sm * sms} // ({programs})" if s.rank > 1 else f"{stages.per_sm * sms} // {programs}"
     )
-    count = f"min({trips}, {limit})" if trips is not None else limit
+    bounds = [b for b in (trips, str(stages.most) if stages.most else None) if b is not None]
+    count = f"min({', '.join([*bounds, limit])})" if bounds else limit
     shape = ", ".join([n_var, programs, *([" * ".join(dims)] if dims else [])])
     lines = [
         f"# {stages.per_sm} programs per SM ({sms} SMs): {stages.why}",

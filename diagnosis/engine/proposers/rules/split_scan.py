@@ -10,10 +10,10 @@ high, or the shapes; program axes below the grid's rank; no jit helper that writ
 Its body holds one loop, a top-level `for v in range(...)`, the kernel's last statement (no
 other loop, no `return`, `break` or `continue`), with:
 
-- a carry: a local bound before the loop, once, to `tl.zeros(shape, dtype=D)` (shape of
-  literals and constexprs, D not possibly a 64-bit integer), which the loop only updates, `c +=
-  e` or `c = c + e`, where neither e nor a test of an `if` above the update reads c; other
-  statements of the loop may read it (that is the scan);
+- a carry: a local bound before the loop, once, to `tl.zeros(shape, dtype=D)` (a scalar or a
+  1-D tile of a literal or constexpr size, D not possibly a 64-bit integer), which the loop
+  only updates, `c += e` or `c = c + e`, where neither e nor a test of an `if` above the
+  update reads c; other statements of the loop may read it (that is the scan);
 - nothing else carried: every other name the loop binds is bound, on every path, before an
   iteration reads it;
 - every write a `tl.store` statement in the loop (no atomics), to a pointer no load of the
@@ -26,15 +26,17 @@ of S programs. Segment s takes the iterations [s * L, min((s + 1) * L, N)), L = 
 - `<name>_totals` walks its segment with the stores removed (and what only they read) and
   stores its carry into its own row of the buffer `[S, programs, tile]`;
 - `<name>_scan` is the kernel on its segment, its carry first adding the totals of the
-  segments before it, in order.
+  segments before it, read as one masked block of MOST_SPLITS rows and summed (a loop over
+  them would wait on each load in turn).
 
 Correct by construction: the carry entering iteration k is the zeros plus the increments of
 the iterations before k. The increments read neither the carry nor anything carried, so the
 totals launch computes the same increments, by the same statements; the scan launch's segment s
 starts from the sum of the totals of segments 0..s-1, which is the carry the whole loop had at
 its first iteration. Only the order of the float additions changes, and the totals are float64.
-The wrapper picks S from the programs an SM holds (2048 threads over the launch's warps) and
-keeps the kernel as it was where S = 1.
+The wrapper picks S from the programs an SM holds (2048 threads over the launch's warps),
+bounded by the iterations where it can compute them and by MOST_SPLITS, and keeps the kernel
+as it was where S = 1.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from diagnosis.engine.proposers.rules.structural import (
 from diagnosis.engine.proposers.rules.two_stage import accumulator_update
 
 THREADS_PER_SM = 2048
+MOST_SPLITS = 64  # the scan copy reads the totals before it as one block of this many
 WRITES = ("tl.store", "tl.atomic_", "tl.device_print", "tl.device_assert", "tl.debug_barrier")
 
 
@@ -89,8 +92,8 @@ def _match(
     out = _stores_in_loop(kernel, sp, loop) if counts_up else None  # a segment's bounds assume it counts up
     carry = _carry(kernel, sp, loop, body[:-1]) if out is not None else None
     shape = zeros_shape(kernel, sp, carry[1], inp) if carry is not None else None
-    if carry is None or shape is None or not _few_programs(launch, kernel, inp):
-        return None
+    if carry is None or shape is None or len(shape) > 1 or not _few_programs(launch, kernel, inp):
+        return None  # (a carry of rank 2 would need a rank-3 block of totals)
     return _Split(kernel, launch, sp, rank, loop, carry[0], shape, out)
 
 
@@ -300,12 +303,22 @@ def _totals_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.Function
 def _scan_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.FunctionDef:
     names = _local_names(s, buf)
     seg = _Segment(s, n_split, names)
-    j = cu.fresh_name("before", cu.all_names(s.kernel.node) | set(names.values()))
+    taken = cu.all_names(s.kernel.node) | set(names.values())
+    before, totals = cu.fresh_name("before", taken), cu.fresh_name("totals", taken)
+    # every earlier segment's total in one load: a loop over them would wait on each in turn
+    if s.shape:
+        size = cu.operand(s.shape[0])
+        rows = f"{names['buf']} + ({before}[:, None] * {names['programs']} + {names['tile']}) * {size} + {names['lanes']}[None, :]"
+        mask = f"({before} < {names['split']})[:, None]"
+    else:
+        rows = f"{names['buf']} + {before} * {names['programs']} + {names['tile']}"
+        mask = f"{before} < {names['split']}"
     lines = [
         *seg.lines,
         *_tile_lines(s, names),
-        f"for {j} in range({names['split']}):\n"
-        f"    {s.acc} += tl.load({_row(s, names, j)}).to({s.acc}.dtype)\n",
+        f"{before} = tl.arange(0, {MOST_SPLITS})",
+        f"{totals} = tl.load({rows}, mask={mask}, other=0.0)",
+        f"{s.acc} += tl.sum({totals}, axis=0).to({s.acc}.dtype)",
     ]
     head = _commented(
         _block(s, lines), "this program's segment of the loop, carrying the totals of those before it"
@@ -335,6 +348,7 @@ def _stages(s: _Split) -> Stages:
         "the scan is split over the programs an SM holds",
         second_split=True,
         stop=_stop,
+        most=MOST_SPLITS,
     )
 
 
