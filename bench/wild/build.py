@@ -6,6 +6,8 @@ Usage (from the repository root):
   python bench/wild/build.py convert               write bench/wild/build/first_conversion/ from them
   python bench/wild/build.py check [-j N] [--only RE] [--set released|first_conversion|both]
                                                    upload-validate and interpreter-check the modules
+  python bench/wild/build.py rewrites [-j N] [--only RE] [--set ...]
+                                                   every rule's rewrite of every module, checked so
   python bench/wild/build.py all                   fetch, build, convert, check
   python bench/wild/build.py list                  the corpus: lib, op, style features, skipped kernels
 
@@ -84,7 +86,7 @@ def build(out: Path = BUILD, only: str | None = None, cache: Path = wheels.CACHE
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["fetch", "build", "convert", "check", "all", "list"])
+    parser.add_argument("command", choices=["fetch", "build", "convert", "check", "rewrites", "all", "list"])
     parser.add_argument("--only", help="regex over module file names")
     parser.add_argument("--out", type=Path, default=BUILD)
     parser.add_argument("-j", "--jobs", type=int, default=1)
@@ -112,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
 
         sets = [RELEASED, FIRST] if args.set == "both" else [args.set]
         return check_sets([args.out / s for s in sets], args.only, args.jobs, args.timeout)
+    if args.command == "rewrites":
+        from bench.wild.check import check_sets, write_rewrites
+
+        sets = [RELEASED, FIRST] if args.set == "both" else [args.set]
+        folders = [args.out / "rewrites" / s for s in sets]
+        for s, folder in zip(sets, folders, strict=True):
+            print(f"{write_rewrites(args.out / s, folder, args.only)} rewrites of {s} in {folder}")
+        return check_sets(folders, None, args.jobs, args.timeout)
     if args.command == "list":
         manifest_path = args.out / "manifest.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"modules": {}}

@@ -129,6 +129,38 @@ def check_one(path: Path, timeout: float) -> Outcome:
     return Outcome(path.stem, status, None, seconds, why, detail)
 
 
+def write_rewrites(directory: Path, out: Path, only: str | None = None) -> int:
+    """Every registered transform of every family applied alone to each module of `directory`
+    (no findings, so every kernel it matches; the module's case shapes on an H200, as
+    bench/rules_fingerprint.py proposes them), each distinct rewrite written to
+    `out/<module>__<transform>.py` for `check_dir`. Returns how many were written; a transform
+    that raises is a bug and is not caught."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench.rules_fingerprint import cases_of
+    from diagnosis.engine import sol
+    from diagnosis.engine.proposers.base import ProposalContext
+    from diagnosis.engine.proposers.rules import RuleInput, registered_families, transforms_for
+
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.py"):
+        old.unlink()
+    written = 0
+    for path in sorted(p for p in directory.glob("[0-9][0-9]_*.py") if not only or re.search(only, p.name)):
+        source = path.read_text()
+        inp = RuleInput((), ProposalContext(cases=cases_of(path), device=sol.lookup("NVIDIA H200").spec))
+        seen = {source}
+        for family in registered_families():
+            for fn in transforms_for(family):
+                rw = fn(source, inp)
+                if rw is None or rw.source in seen:
+                    continue
+                seen.add(rw.source)
+                (out / f"{path.stem}__{fn.__name__}.py").write_text(rw.source)
+                written += 1
+    return written
+
+
 def format_table(outcomes: list[Outcome]) -> str:
     lines = [
         "| module | status | max err | seconds | plain interpreter | detail |",
