@@ -100,6 +100,13 @@ HELPER_CASES = tuple(
     for i, shape in enumerate([(1 << 16, 64), (1 << 15, 128), (1 << 17, 32), (1 << 14, 256), (1 << 18, 32)])
 )
 
+# a loop from 1 through `tl.range` (its start kept: the segment is offset by it)
+ONE_BASED = h.variant(
+    SCAN,
+    ("    for start in range(0, n_cols, BLOCK):\n        cols = start + tl.arange(0, BLOCK)\n",
+     "    for chunk in tl.range(1, tl.cdiv(n_cols, BLOCK) + 1):\n        cols = (chunk - 1) * BLOCK + tl.arange(0, BLOCK)\n"),
+)  # fmt: skip
+
 FIX = [
     pytest.param(
         SCAN, CASES,
@@ -132,6 +139,12 @@ FIX = [
          "    col_cumsum_kernel_scan[(triton.cdiv(n_cols, 32), n_split)](x, out, n_rows, n_cols, 64, 32, "
          "partials_ptr=partials, n_split=n_split)\n"],
         id="helper-launch-positional-constexprs-tile-carry",
+    ),
+    pytest.param(
+        ONE_BASED, CASES,
+        ["    iterations = (tl.cdiv(n_cols, BLOCK) + 1) - 1\n",
+         "    for chunk in tl.range(1 + first, 1 + last):\n"],
+        id="a-tl-range-from-one",
     ),
 ]  # fmt: skip
 
