@@ -151,13 +151,13 @@ FIX = [
 
 @pytest.mark.parametrize(("before", "cases", "present"), FIX)
 def test_a_carried_scan_is_split_into_segments(
-    before: str, cases: tuple[CaseShape, ...], present: list[str]
+    before: str, cases: tuple[CaseShape, ...], present: list[str], tmp_path: Path
 ) -> None:
     after = split(before, cases)
     assert after is not None and h.parses(after)
     for text in present:
         assert text in after, text
-    assert review.added([("scan", before, after)], Path("/tmp")) == {}
+    assert review.added([("scan", before, after)], tmp_path) == {}
 
 
 def test_split_scans_are_correct_under_the_interpreter(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ from diagnosis.engine.proposers.rules.split_loop import (
     _block,
     _few_programs,
     _local_names,
+    _reads,
     _renamed,
     _row,
     _Split,
@@ -204,18 +205,6 @@ def _carried(block: cst.BaseSuite, bound: set[str], inner: set[str]) -> set[str]
             return None
         out |= (_reads(st) & inner) - bound
         bound |= bound_names(st)
-    return out
-
-
-def _reads(st: cst.SimpleStatementLine) -> set[str]:
-    out: set[str] = set()
-    for small in st.body:
-        value = getattr(small, "value", None)
-        out |= cu.names_in(value) if isinstance(value, cst.CSTNode) else set()
-        if isinstance(small, cst.AugAssign):
-            out |= cu.names_in(small.target)
-        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
-        out |= {n for t in targets if not isinstance(t, cst.Name) for n in cu.names_in(t)}
     return out
 
 
