@@ -117,7 +117,7 @@ FIX = [
          "    before = tl.arange(0, 64)\n"
          "    totals = tl.load(partials_ptr + before * programs + tile, mask=before < split, other=0.0)\n"
          "    carry += tl.sum(totals, axis=0).to(carry.dtype)\n",
-         "n_split = max(1, min(triton.cdiv(n_cols, 1024), 64, 2112 // n_rows))\n",
+         "n_split = max(1, min(triton.cdiv(n_cols, 1024), 64, 2112 // n_rows)) if n_rows < 132 else 1\n",
          "row_cumsum_kernel_scan[(n_rows, n_split)](x, out, n_cols, BLOCK=1024, partials_ptr=partials, n_split=n_split)\n",
          "        else:\n            row_cumsum_kernel[(n_rows,)](x, out, n_cols, BLOCK=1024)\n"],
         id="row-cumsum-in-blocks",

@@ -452,6 +452,9 @@ class Stages:
     second_split: bool = False  # the second copy runs on the split grid too (else on the kernel's)
     stop: Any = None  # the loop's stop as the wrapper can read it (default: as written)
     most: int = 0  # the most splits the copies take (0: no bound)
+    # split only while the grid has fewer programs than SMs (a split that costs a second pass
+    # over the input gains only where SMs sat idle)
+    idle_only: bool = False
 
 
 def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = None) -> list[tuple[cst.CSTNode, Any]] | None:
@@ -487,9 +490,10 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
     bounds = [b for b in (trips, str(stages.most) if stages.most else None) if b is not None]
     count = f"min({', '.join([*bounds, limit])})" if bounds else limit
     shape = ", ".join([n_var, programs, *([" * ".join(dims)] if dims else [])])
+    guard = f" if {programs} < {sms} else 1" if stages.idle_only else ""
     lines = [
         f"# {stages.per_sm} programs per SM ({sms} SMs): {stages.why}",
-        f"{n_var} = max(1, {count})",
+        f"{n_var} = max(1, {count}){guard}",
         f"{p_var} = {cu.receiver(out_arg)}.new_empty(({shape}), dtype=torch.float64)",
     ]
     sub = s.launch.call.func
