@@ -32,9 +32,11 @@ from diagnosis.engine.evidence import Family  # noqa: E402
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext  # noqa: E402
 from diagnosis.engine.proposers.rules import (  # noqa: E402
     COMPOSITIONS,
+    Chain,
     RuleInput,
     RulesProposer,
-    apply_family,
+    apply_chain,
+    chain_name,
     registered_families,
 )
 from diagnosis.engine.tier0 import run_tier0  # noqa: E402
@@ -77,13 +79,9 @@ def fingerprint(path: Path) -> dict[str, str | None]:
     context = ProposalContext(cases=cases, device=sol.lookup("NVIDIA H200").spec)
     inp = RuleInput((), context)
     out: dict[str, str | None] = {}
-    chains = [(f,) for f in registered_families()] + [tuple(c) for c in COMPOSITIONS] + list(EXTRA_CHAINS)
+    chains: list[Chain] = [(f,) for f in registered_families()] + [*COMPOSITIONS, *EXTRA_CHAINS]
     for chain in chains:
-        text: str | None = source
-        for family in chain:
-            rw = apply_family(family, text, inp) if text is not None else None
-            text = rw.source if rw is not None else None
-        out["+".join(map(str, chain))] = text
+        out[chain_name(chain)] = apply_chain(chain, source, inp)
     findings = list(run_tier0(source).findings)
     for i, cand in enumerate(RulesProposer(max_candidates=4).propose(source, findings, context)):
         out[f"proposer[{i}]"] = json.dumps(

@@ -132,15 +132,22 @@ def check_one(path: Path, timeout: float) -> Outcome:
 def write_rewrites(directory: Path, out: Path, only: str | None = None) -> int:
     """Every registered transform of every family applied alone to each module of `directory`
     (no findings, so every kernel it matches; the module's case shapes on an H200, as
-    bench/rules_fingerprint.py proposes them), each distinct rewrite written to
-    `out/<module>__<transform>.py` for `check_dir`. Returns how many were written; a transform
-    that raises is a bug and is not caught."""
+    bench/rules_fingerprint.py proposes them), and every composition, each distinct rewrite
+    written to `out/<module>__<transform>.py` (`<module>__<first>_then_<second>.py`) for
+    `check_dir`. Returns how many were written; a transform that raises is a bug and is not
+    caught."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from bench.rules_fingerprint import cases_of
     from diagnosis.engine import sol
     from diagnosis.engine.proposers.base import ProposalContext
-    from diagnosis.engine.proposers.rules import RuleInput, registered_families, transforms_for
+    from diagnosis.engine.proposers.rules import (
+        COMPOSITIONS,
+        RuleInput,
+        apply_composition,
+        registered_families,
+        transforms_for,
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.py"):
@@ -149,15 +156,15 @@ def write_rewrites(directory: Path, out: Path, only: str | None = None) -> int:
     for path in sorted(p for p in directory.glob("[0-9][0-9]_*.py") if not only or re.search(only, p.name)):
         source = path.read_text()
         inp = RuleInput((), ProposalContext(cases=cases_of(path), device=sol.lookup("NVIDIA H200").spec))
+        found = [(fn.__name__, fn(source, inp)) for family in registered_families() for fn in transforms_for(family)]
+        found += [(f"{c.first}_then_{c.second}", apply_composition(c, source, inp)) for c in COMPOSITIONS]
         seen = {source}
-        for family in registered_families():
-            for fn in transforms_for(family):
-                rw = fn(source, inp)
-                if rw is None or rw.source in seen:
-                    continue
-                seen.add(rw.source)
-                (out / f"{path.stem}__{fn.__name__}.py").write_text(rw.source)
-                written += 1
+        for name, rw in found:
+            if rw is None or rw.source in seen:
+                continue
+            seen.add(rw.source)
+            (out / f"{path.stem}__{name}.py").write_text(rw.source)
+            written += 1
     return written
 
 

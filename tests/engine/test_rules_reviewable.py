@@ -13,7 +13,15 @@ import pytest
 from diagnosis.engine import sol
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import ProposalContext
-from diagnosis.engine.proposers.rules import COMPOSITIONS, RuleInput, apply_family, registered_families
+from diagnosis.engine.proposers.rules import (
+    COMPOSITIONS,
+    Chain,
+    RuleInput,
+    apply_chain,
+    apply_family,
+    chain_name,
+    registered_families,
+)
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import review
 from tests.engine.rules_cases import styles as st
@@ -60,15 +68,15 @@ def table_rows() -> list[tuple[str, str, Family, RuleInput]]:
 WILD = h.ROOT / "bench" / "wild" / "build"
 
 
-def suite_rows(*folders: Path) -> list[tuple[str, str, tuple[Family, ...], RuleInput]]:
+def suite_rows(*folders: Path) -> list[tuple[str, str, Chain, RuleInput]]:
     """Every family alone and every composition on every module of the folders (the suite by
     default), as the H200 benchmark proposes them (bench/rules_fingerprint.py's chains)."""
-    chains = [(f,) for f in registered_families()] + [tuple(c) for c in COMPOSITIONS] + [(Family.FUSION,) * 2]
+    chains: list[Chain] = [(f,) for f in registered_families()] + [*COMPOSITIONS, (Family.FUSION,) * 2]
     out = []
     paths = [p for d in folders or (h.SUITE,) if d.is_dir() for p in sorted(d.glob("*.py"))]
     for path in (p for p in paths if re.match(r"\d\d_\w+\.py$", p.name)):
         inp = RuleInput((), ProposalContext(cases=h.cases_of(path), device=sol.lookup("NVIDIA H200").spec))
-        out += [(f"{path.stem}::{'+'.join(map(str, c))}", path.read_text(), c, inp) for c in chains]
+        out += [(f"{path.stem}::{chain_name(c)}", path.read_text(), c, inp) for c in chains]
     return out
 
 
@@ -82,13 +90,10 @@ def test_every_table_rewrite_is_reviewable(tmp_path: Path) -> None:
     assert review.added(pairs, tmp_path) == {}
 
 
-def rewrites(rows: list[tuple[str, str, tuple[Family, ...], RuleInput]]) -> list[tuple[str, str, str]]:
+def rewrites(rows: list[tuple[str, str, Chain, RuleInput]]) -> list[tuple[str, str, str]]:
     pairs = []
     for row_id, source, chain, inp in rows:
-        text: str | None = source
-        for family in chain:
-            rw = apply_family(family, text, inp) if text is not None else None
-            text = rw.source if rw is not None else None
+        text = apply_chain(chain, source, inp)
         if text is not None:
             pairs.append((row_id, source, text))
     return pairs

@@ -11,7 +11,7 @@ import pytest
 
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext
-from diagnosis.engine.proposers.rules import RuleInput, apply_family, transforms_for
+from diagnosis.engine.proposers.rules import RuleInput, RulesProposer, apply_family, transforms_for
 from diagnosis.engine.proposers.rules.split_scan import split_carried_scan
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import review
@@ -214,3 +214,54 @@ def test_it_is_tried_before_the_autotune_which_it_cannot_split_after() -> None:
     tuned = apply_family(Family.LAUNCH_CONFIG, SCAN, RuleInput((), ProposalContext(cases=())), skip)
     assert tuned is not None and tuned.transform == "autotune_launch_config"
     assert split(tuned.source) is None  # once autotuned, the scan is not split
+
+
+# one program per column walking down the rows: loads strided by n_cols (COALESCE's tiled walk
+# gives each program a tile of columns, and so divides the programs by the tile's width)
+COLUMN_STYLE = h.variant(
+    HELPER_STYLE,
+    ("def col_cumsum_kernel(x_ptr, out_ptr, n_rows, n_cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):\n"
+     "    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
+     "    carry = tl.zeros([BLOCK_C], dtype=tl.float32)\n",
+     "def col_cumsum_kernel(x_ptr, out_ptr, n_rows, n_cols, BLOCK_R: tl.constexpr):\n"
+     "    col = tl.program_id(0)\n"
+     "    carry = tl.zeros([], dtype=tl.float32)\n"),
+    ("        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)\n"
+     "        x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)\n"
+     "        tl.store(out_ptr + rows[:, None] * n_cols + cols[None, :], tl.cumsum(x, axis=0) + carry[None, :], mask=mask)\n",
+     "        mask = rows < n_rows\n"
+     "        x = tl.load(x_ptr + rows * n_cols + col, mask=mask, other=0.0)\n"
+     "        tl.store(out_ptr + rows * n_cols + col, tl.cumsum(x, axis=0) + carry, mask=mask)\n"),
+    ('    col_cumsum_kernel[lambda meta: (triton.cdiv(n_cols, meta["BLOCK_C"]),)](x, out, n_rows, n_cols, 64, 32)\n',
+     "    col_cumsum_kernel[(n_cols,)](x, out, n_rows, n_cols, 64)\n"),
+)  # fmt: skip
+# 256-4096 columns: one program per column fills the device, 32 columns per program do not
+WIDE_CASES = tuple(
+    CaseShape(i, (shape,), ("float32",))
+    for i, shape in enumerate([(1 << 14, 256), (1 << 13, 512), (1 << 12, 1024), (1 << 11, 4096)])
+)
+STRIDED = [h.finding(Family.COALESCE, kernel="col_cumsum_kernel"), h.finding(Family.LAUNCH_CONFIG, kernel="col_cumsum_kernel")]
+
+
+def test_a_tiled_strided_scan_is_split_in_the_same_candidate(tmp_path: Path) -> None:
+    """COALESCE's tile of columns leaves a few programs, each walking all the rows; the
+    composition splits that walk, which the kernel as it was (one program per column) did not
+    need."""
+    assert split(COLUMN_STYLE, WIDE_CASES) is None  # 256 programs and more: no split alone
+    cands = RulesProposer(max_candidates=3).propose(COLUMN_STYLE, STRIDED, ProposalContext(cases=WIDE_CASES))
+    assert [c.transform for c in cands][:2] == ["tile_strided_walk+split_carried_scan", "tile_strided_walk"]
+    composed = cands[0]
+    assert composed.family is Family.COALESCE
+    assert "if triton.cdiv(n_cols, 32) < 132 else 1\n" in composed.source
+    assert "col_cumsum_kernel_scan[(triton.cdiv(n_cols, 32), n_split)](x, out, n_rows, n_cols, 64, " in composed.source
+    assert "carry = tl.zeros([BLOCK_N_COLS], dtype=tl.float32)" in composed.source  # the tile's carry, split
+    assert review.added([("composed", COLUMN_STYLE, composed.source)], tmp_path) == {}
+    h.assert_interp_ok({"composed": composed.source}, tmp_path)
+
+
+def test_the_composition_takes_only_a_split_after_the_tiled_walk() -> None:
+    """Where the split does not apply (a carry that is not a sum), the tiled walk is not
+    followed by LAUNCH_CONFIG's autotune in the same candidate: that one stays its own."""
+    decaying = COLUMN_STYLE.replace("carry += tl.sum(x, axis=0)", "carry = carry * 0.5 + tl.sum(x, axis=0)")
+    cands = RulesProposer(max_candidates=3).propose(decaying, STRIDED, ProposalContext(cases=WIDE_CASES))
+    assert [c.transform for c in cands] == ["tile_strided_walk", "autotune_launch_config"]

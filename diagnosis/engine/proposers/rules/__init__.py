@@ -114,16 +114,80 @@ def _parses(source: str) -> bool:
     return True
 
 
-# Families that compose: (first, second) is applied in that order to the same kernel.
-COMPOSITIONS: tuple[tuple[Family, Family], ...] = (
-    (Family.SWIZZLE, Family.LAUNCH_CONFIG),
-    (Family.SINGLE_PASS, Family.LAUNCH_CONFIG),
-    (Family.PIPELINING, Family.SWIZZLE),
-    (Family.FUSION, Family.LAUNCH_CONFIG),
+@dataclass(frozen=True)
+class Composition:
+    """Two families applied in this order to the same kernel; `only`, when given, names the
+    second family's transforms that may follow the first (the rest may not)."""
+
+    first: Family
+    second: Family
+    only: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.first}+{self.second}"
+
+
+# Families that compose, each applied in its order to the same kernel.
+COMPOSITIONS: tuple[Composition, ...] = (
+    Composition(Family.SWIZZLE, Family.LAUNCH_CONFIG),
+    Composition(Family.SINGLE_PASS, Family.LAUNCH_CONFIG),
+    Composition(Family.PIPELINING, Family.SWIZZLE),
+    Composition(Family.FUSION, Family.LAUNCH_CONFIG),
     # a prologue fused into a multi-pass row kernel, then that kernel made single-pass: the
     # other order cannot fuse (the single-pass launch sits under a size guard)
-    (Family.FUSION, Family.SINGLE_PASS),
+    Composition(Family.FUSION, Family.SINGLE_PASS),
+    # a tiled strided walk divides the programs by its tile's width; where each program walks a
+    # long loop, splitting that loop over a new grid axis gives the device its programs back
+    # (on the kernel as it was, the split sees enough programs and leaves it)
+    Composition(Family.COALESCE, Family.LAUNCH_CONFIG, ("split_carried_scan", "split_long_loop")),
 )
+
+
+def apply_composition(
+    comp: Composition, source: str, inp: RuleInput, tried: dict[Family, set[str]] | None = None
+) -> Rewrite | None:
+    """The second family's rewrite of the first's, when both apply and change a kernel in
+    common; `tried`: family -> transforms not to use (those rejected before)."""
+    tried = tried or {}
+    a = apply_family(comp.first, source, inp, tried.get(comp.first, ()))
+    if a is None:
+        return None
+    skip = set(tried.get(comp.second, ()))
+    if comp.only:
+        skip |= {fn.__name__ for fn in transforms_for(comp.second)} - set(comp.only)
+    b = apply_family(comp.second, a.source, inp, skip)
+    if b is None or not set(a.kernels) & set(b.kernels):
+        return None
+    return Rewrite(
+        source=b.source,
+        family=comp.first,
+        kernels=tuple(dict.fromkeys(a.kernels + b.kernels)),
+        mechanism=f"{a.mechanism} Then: {b.mechanism}",
+        effect=f"{a.effect} {b.effect}",
+        transform=f"{a.transform}+{b.transform}",
+    )
+
+
+Chain = tuple[Family, ...] | Composition
+
+
+def apply_chain(chain: Chain, source: str, inp: RuleInput) -> str | None:
+    """The source after each family of `chain` in turn (a composition as the proposer applies
+    it); None when one of them does not apply."""
+    if isinstance(chain, Composition):
+        rw = apply_composition(chain, source, inp)
+        return rw.source if rw is not None else None
+    text: str | None = source
+    for family in chain:
+        rw = apply_family(family, text, inp) if text is not None else None
+        text = rw.source if rw is not None else None
+    return text
+
+
+def chain_name(chain: Chain) -> str:
+    return chain.name if isinstance(chain, Composition) else "+".join(map(str, chain))
+
 
 def _rank(findings: Sequence[Finding]) -> tuple[int, float]:
     return (
@@ -159,12 +223,12 @@ class RulesProposer:
             reverse=True,
         )
         rewrites: list[tuple[list[Family], Rewrite, list[Finding]]] = []
-        for first, second in COMPOSITIONS:
-            if first in families and second in families:
-                fs = by_family[first] + by_family[second]
-                composed = self._compose(source, first, second, fs, context, tried)
+        for comp in COMPOSITIONS:
+            if comp.first in families and comp.second in families:
+                fs = by_family[comp.first] + by_family[comp.second]
+                composed = apply_composition(comp, source, RuleInput(tuple(fs), context, _kernels(fs)), tried)
                 if composed is not None:
-                    rewrites.append(([first, second], composed, fs))
+                    rewrites.append(([comp.first, comp.second], composed, fs))
         for fam in families:
             fs = by_family[fam]
             rw = apply_family(fam, source, RuleInput(tuple(fs), context, _kernels(fs)), tried.get(fam, ()))
@@ -196,31 +260,6 @@ class RulesProposer:
 
     def excluded_families(self, history: Sequence[RoundHistory]) -> set[Family]:
         return excluded_families(history)
-
-    def _compose(
-        self,
-        source: str,
-        first: Family,
-        second: Family,
-        findings: list[Finding],
-        context: ProposalContext,
-        tried: dict[Family, set[str]],
-    ) -> Rewrite | None:
-        kernels = _kernels(findings)
-        a = apply_family(first, source, RuleInput(tuple(findings), context, kernels), tried.get(first, ()))
-        if a is None:
-            return None
-        b = apply_family(second, a.source, RuleInput(tuple(findings), context, kernels), tried.get(second, ()))
-        if b is None or not set(a.kernels) & set(b.kernels):
-            return None
-        return Rewrite(
-            source=b.source,
-            family=first,
-            kernels=tuple(dict.fromkeys(a.kernels + b.kernels)),
-            mechanism=f"{a.mechanism} Then: {b.mechanism}",
-            effect=f"{a.effect} {b.effect}",
-            transform=f"{a.transform}+{b.transform}",
-        )
 
 
 def _family(f: Finding) -> Family | None:
@@ -259,12 +298,17 @@ _discover()
 
 __all__ = [
     "COMPOSITIONS",
+    "Chain",
+    "Composition",
     "RuleInput",
     "Rewrite",
     "RulesProposer",
     "Transform",
+    "apply_chain",
+    "apply_composition",
     "apply_family",
     "excluded_families",
+    "chain_name",
     "failed_transforms",
     "registered_families",
     "transform",
