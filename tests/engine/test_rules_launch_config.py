@@ -935,6 +935,13 @@ STYLES = [
     st.row(MATMUL_GRID_DEF, "matmul_tutorial.py",
            ['key=["M", "N", "K"]', "    def grid(META):\n", "    matmul_kernel[grid](\n"],
            ["64, 64, 32, 8"], id="grid-function-beside-the-launch-reads-meta"),
+    # flag_gems names its GEMM tiles TILE_M/N/K beside GROUP_M: the tiles are the constexprs that
+    # size the kernel's aranges, so the GEMM space (tiles, warps and stages) is the one tuned
+    st.row(st.source("matmul_tutorial.py").replace("BLOCK_SIZE_", "TILE_").replace("GROUP_SIZE_M", "GROUP_M"),
+           "matmul_tutorial.py",
+           ['triton.Config({"TILE_M": 128, "TILE_N": 256, "TILE_K": 64}, num_warps=8, num_stages=3)',
+            "        GROUP_M=8,\n"],
+           ['"GROUP_M": 8'], id="gemm-tiles-named-tile"),
     *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
 ]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,9 +124,11 @@ def _role(name: str) -> str | None:
     return m.group(1).upper() if m else None
 
 
-def _block_role(name: str) -> str | None:
-    """The GEMM role of a block constexpr (BLOCK_SIZE_M, BN); None for others (GROUP_SIZE_M)."""
-    return _role(name) if "BLOCK" in name.upper() or re.fullmatch(r"(?i)B[MNK]", name) else None
+def _block_role(name: str, sized: Collection[str] = ()) -> str | None:
+    """The GEMM role of a block constexpr (BLOCK_SIZE_M, BN, or one that sizes a `tl.arange` of
+    the kernel, in `sized`: flag_gems' TILE_M); None for others (GROUP_SIZE_M, DIVISIBLE_M)."""
+    block = "BLOCK" in name.upper() or re.fullmatch(r"(?i)B[MNK]", name) or name in sized
+    return _role(name) if block else None
 
 
 def _float_inputs(inp: RuleInput) -> set[str]:
@@ -147,12 +149,12 @@ def _fp32_operands(inp: RuleInput, source: str) -> bool:
 
 
 def _gemm_configs(
-    tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
+    tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str, sized: set[str]
 ) -> list[str] | None:
     roles: dict[str, str] = {}
     rest: dict[str, int] = {}  # other tuned constexprs (e.g. GROUP_SIZE_M) keep their value
     for name, v in tuned.items():
-        r = _block_role(name)
+        r = _block_role(name, sized)
         if r is None:
             rest[name] = v
             continue
@@ -218,7 +220,7 @@ def _block_space(
 ) -> tuple[str, list[str]]:
     """The kind ("gemm", "elementwise", "tiled") and the configs for the kernel's tuned blocks."""
     if kernel.has_dot:
-        configs = _gemm_configs(tuned, inp, values, source)
+        configs = _gemm_configs(tuned, inp, values, source, _arange_sizes(kernel))
         return ("gemm", configs) if configs is not None else ("tiled", _tiled_configs(tuned))
     if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
         (name,) = tuned
@@ -1174,8 +1176,9 @@ def _widen_single_configs(
         values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
         kind, extra = _block_space(kernel, tuned, inp, values, source)
         if kind == "gemm":
-            if any(_block_role(n) is None for n in tuned) if found.values is None else not all(
-                _pow2(v) for n, v in tuned.items() if _block_role(n)
+            sized = _arange_sizes(kernel)
+            if any(_block_role(n, sized) is None for n in tuned) if found.values is None else not all(
+                _pow2(v) for n, v in tuned.items() if _block_role(n, sized)
             ):
                 continue  # a computed config's other constexprs have no value to keep
         else:
