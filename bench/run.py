@@ -134,9 +134,14 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
     name = op_name(path)
     t0 = time.monotonic()
     record: dict[str, Any] = {"name": name, "file": str(path), "status": "error"}
+    # one Triton cache for the operator's jobs, the final check's included: it runs the best
+    # version, which the loop compiled and autotuned already (a released fla kernel's verify
+    # spent 160 s benchmarking its autotuner's 30 configs again in a fresh cache)
+    cache = tempfile.TemporaryDirectory(prefix="kernelopt-op-")
     try:
         source = path.read_text()
         executor = make_executor(args.device, args.target, args.job_timeout)
+        executor.cache_dir = str(Path(cache.name) / "triton-cache")
         config = LoopConfig(
             round_budget=args.rounds,
             sol_stop_fraction=args.sol_stop,
@@ -180,6 +185,8 @@ def run_operator(path: Path, args: argparse.Namespace, deadline: float | None = 
     except Exception as exc:  # an operator that breaks the harness must not stop the suite
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        cache.cleanup()
     record["wall_s"] = round(time.monotonic() - t0, 3)
     return record
 

@@ -105,6 +105,40 @@ def test_one_operator_in_process(two_modules: Path, tmp_path: Path) -> None:
     assert abs(job["start"] - time.time()) < 600
 
 
+def test_the_final_check_shares_the_loops_triton_cache(
+    two_modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final check runs the best version the loop compiled (and autotuned) already: its
+    job gets the Triton cache the loop's jobs used, removed once the operator is done."""
+    seen: dict[str, list] = {"loop": [], "final": []}
+    real_make, real_final = bench.make_executor, bench.final_check
+
+    def make(*a, **kw):
+        executor = real_make(*a, **kw)
+        verify = executor.verify
+
+        def recording(*va, **vkw):
+            seen["loop"].append(executor.cache_dir)
+            return verify(*va, **vkw)
+
+        executor.verify = recording
+        return executor
+
+    def final(executor, result, args):
+        seen["final"].append((executor.cache_dir, Path(executor.cache_dir).is_dir()))
+        return real_final(executor, result, args)
+
+    monkeypatch.setattr(bench, "make_executor", make)
+    monkeypatch.setattr(bench, "final_check", final)
+    rc = bench.main([str(two_modules / "02_vadd_unaligned.py"), "--device", "cpu", "--rounds", "0",
+                     "--out", str(tmp_path / "results"), "--quiet"])  # fmt: skip
+    assert rc == 0
+    (shared,) = set(seen["loop"])
+    ((cache, alive),) = seen["final"]
+    assert shared is not None and cache == shared and alive  # the loop's cache, still there
+    assert not Path(shared).exists()
+
+
 def test_a_run_killed_after_its_first_operator_keeps_its_record(
     two_modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
