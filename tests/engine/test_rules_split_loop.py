@@ -123,15 +123,17 @@ FIX = [
             "    for split in range(n_split):\n"
             "        acc += tl.load(partials_ptr + (split * programs + tile) * BLOCK_K + lanes).to(acc.dtype)\n"
             "    tl.store(out_ptr + cols, acc, mask=mask)\n",
-            "        n_split = max(1, min(n_rows, 528 // triton.cdiv(n_cols, 256)))\n"
+            # the grid written out at the launch is bound once
+            "        grid = (triton.cdiv(n_cols, 256),)\n",
+            "        n_split = max(1, min(n_rows, 528 // grid[0]))\n"
             "        if n_split > 1:\n"
-            "            partials = out.new_empty((n_split, triton.cdiv(n_cols, 256), 256), dtype=torch.float64)\n"
-            "            colsum_kernel_partials[(triton.cdiv(n_cols, 256), n_split)](x, out, n_rows, n_cols, "
+            "            partials = out.new_empty((n_split, grid[0], 256), dtype=torch.float64)\n"
+            "            colsum_kernel_partials[(*grid, n_split)](x, out, n_rows, n_cols, "
             "BLOCK_K=256, partials_ptr=partials, n_split=n_split)\n"
-            "            colsum_kernel_combine[(triton.cdiv(n_cols, 256),)](x, out, n_rows, n_cols, BLOCK_K=256, "
+            "            colsum_kernel_combine[grid](x, out, n_rows, n_cols, BLOCK_K=256, "
             "partials_ptr=partials, n_split=n_split)\n"
             "        else:\n"
-            "            colsum_kernel[(triton.cdiv(n_cols, 256),)](x, out, n_rows, n_cols, BLOCK_K=256)\n",
+            "            colsum_kernel[grid](x, out, n_rows, n_cols, BLOCK_K=256)\n",
             "def colsum_kernel(x_ptr, out_ptr, n_rows, n_cols, BLOCK_K: tl.constexpr):\n",
         ],
         RuleInput((), ProposalContext(cases=CASES)),

@@ -252,8 +252,10 @@ def test_a_tiled_strided_scan_is_split_in_the_same_candidate(tmp_path: Path) -> 
     assert [c.transform for c in cands][:2] == ["tile_strided_walk+split_carried_scan", "tile_strided_walk"]
     composed = cands[0]
     assert composed.family is Family.COALESCE
-    assert "if triton.cdiv(n_cols, 32) < 132 else 1\n" in composed.source
-    assert "col_cumsum_kernel_scan[(triton.cdiv(n_cols, 32), n_split)](x, out, n_rows, n_cols, 64, " in composed.source
+    assert "    grid = (triton.cdiv(n_cols, 32),)\n" in composed.source
+    assert "2112 // grid[0])) if grid[0] < 132 else 1\n" in composed.source
+    assert "col_cumsum_kernel_scan[(*grid, n_split)](x, out, n_rows, n_cols, 64, " in composed.source
+    assert "        col_cumsum_kernel[grid](x, out, n_rows, n_cols, 64, BLOCK_N_COLS=32)\n" in composed.source
     assert "carry = tl.zeros([BLOCK_N_COLS], dtype=tl.float32)" in composed.source  # the tile's carry, split
     assert review.added([("composed", COLUMN_STYLE, composed.source)], tmp_path) == {}
     h.assert_interp_ok({"composed": composed.source}, tmp_path)

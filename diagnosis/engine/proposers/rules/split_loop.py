@@ -476,7 +476,16 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
     stage1 = cu.fresh_name(f"{s.kernel.name}{stages.first[0]}", taken)
     stage2 = cu.fresh_name(f"{s.kernel.name}{stages.second[0]}", taken)
     grid = s.launch.grid
-    if isinstance(grid, cst.Name) and s.launch.model.grid(s.launch).form == "tuple":
+    sub = s.launch.call.func
+    assert isinstance(sub, cst.Subscript)
+    call, g_line = s.launch.call, None
+    if isinstance(grid, cst.Tuple) and not all(isinstance(a, (cst.Name, cst.Integer)) for a in axes):
+        # a grid written out at the launch is bound once, not spelled out in every launch
+        g_var = cu.fresh_name("grid", w_taken)
+        g_line = cu.stmt(f"{g_var} = {cu.code(grid)}")
+        call = call.with_changes(func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(cst.Name(g_var)))]))
+        grid = cst.Name(g_var)
+    if isinstance(grid, cst.Name) and (g_line is not None or s.launch.model.grid(s.launch).form == "tuple"):
         programs = " * ".join(f"{grid.value}[{i}]" for i in range(s.rank))
         split_grid = f"(*{grid.value}, {n_var})"
     else:
@@ -496,20 +505,21 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
         f"{n_var} = max(1, {count}){guard}",
         f"{p_var} = {cu.receiver(out_arg)}.new_empty(({shape}), dtype=torch.float64)",
     ]
-    sub = s.launch.call.func
-    assert isinstance(sub, cst.Subscript)
     extra = [(buf, p_var), (n_param, n_var)]
-    first = s.launch.call.with_changes(
+    first = call.with_changes(
         func=sub.with_changes(
             value=cst.Name(stage1), slice=[sub.slice[0].with_changes(slice=cst.Index(cu.expr(split_grid)))]
         )
     )
-    second = (first if stages.second_split else s.launch.call).with_changes(
-        func=(first.func if stages.second_split else sub).with_changes(value=cst.Name(stage2))
+    second = (first if stages.second_split else call).with_changes(
+        func=(first.func if stages.second_split else call.func).with_changes(value=cst.Name(stage2))
     )
+    comment = cst.EmptyLine(comment=cst.Comment(lines[0]))
     count_line = cu.stmt(s.sp.write(lines[1])).with_changes(
-        leading_lines=[*statement.leading_lines, cst.EmptyLine(comment=cst.Comment(lines[0]))]
+        leading_lines=[comment] if g_line is not None else [*statement.leading_lines, comment]
     )
+    heads = [g_line.with_changes(leading_lines=statement.leading_lines), count_line] if g_line else [count_line]
+    kept = statement.with_changes(body=[cst.Expr(call)]) if g_line is not None else statement
     # a launch that fills the device keeps the kernel as it was
     dispatch = cst.If(
         test=cu.expr(f"{n_var} > 1"),
@@ -520,7 +530,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
                 statement.with_changes(body=[cst.Expr(add_kwargs(second, extra))], leading_lines=[]),
             ]
         ),
-        orelse=cst.Else(cst.IndentedBlock([statement.with_changes(leading_lines=[])])),
+        orelse=cst.Else(cst.IndentedBlock([kept.with_changes(leading_lines=[])])),
     )
     apart = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
     kernels = [
@@ -530,7 +540,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
     ]
     return [
         (s.kernel.node, cst.FlattenSentinel(kernels)),
-        (statement, cst.FlattenSentinel([count_line, dispatch])),
+        (statement, cst.FlattenSentinel([*heads, dispatch])),
     ]
 
 
