@@ -24,6 +24,7 @@ from tests.engine.rules_cases import harness as h
 from tests.engine.test_rules_dot_precision import IEEE_KERNEL
 from tests.engine.test_rules_hoist import BIAS_ROWS
 from tests.engine.test_rules_pad_operands import GEMM_BLOCKERS, SUITE, blocked, suite
+from tests.engine.test_rules_split_scan import COLUMN_STYLE, STRIDED
 from tests.runner.test_tier3_compiled import compiled, recompile_for
 
 # --- HOIST ----------------------------------------------------------------------------------
@@ -222,6 +223,27 @@ def test_a_split_scan_compiles_both_copies_for_sm90(tmp_path: Path) -> None:
     assert len(re.findall(r"\bst\.global\.b64\b", totals)) == 1  # the float64 total
     assert not re.search(r"\bst\.global\.v\d\.b32\b", totals)  # no output written
     assert re.search(r"\bst\.global\.v4\.b32\b", scan)
+
+
+def test_a_tiled_and_split_column_scan_compiles_to_vectors_along_the_tile(tmp_path: Path) -> None:
+    """COALESCE's tiled walk composed with the split scan (one program per column walking the
+    rows at a stride of n_cols, before): compiled for sm_90 on the first timed case (64
+    columns: two tiles of 32, split), both copies load 32 contiguous columns as vectors where
+    the kernel as written loads one element per lane."""
+    before = tmp_path / "column_scan.py"
+    before.write_text(COLUMN_STYLE)
+    context = ProposalContext(cases=h.cases_of(before))
+    cands = RulesProposer(max_candidates=1).propose(COLUMN_STYLE, STRIDED, context)
+    assert [c.transform for c in cands] == ["tile_strided_walk+split_carried_scan"]
+    after = tmp_path / "column_scan_after.py"
+    after.write_text(cands[0].source)
+    (plain,) = _build(before, dumps=False).kernels
+    assert not re.search(r"\bld\.global\.v\d", plain.stages["ptx"])
+    kernels = {k.name: k.stages["ptx"] for k in _build(after, dumps=False).kernels}
+    assert set(kernels) == {"col_cumsum_kernel_totals", "col_cumsum_kernel_scan"}
+    for ptx in kernels.values():
+        assert re.search(r"\bld\.global\.v4\.b32\b", ptx)
+    assert re.search(r"\bst\.global\.v4\.b32\b", kernels["col_cumsum_kernel_scan"])
 
 
 # --- DOT_PRECISION --------------------------------------------------------------------------
