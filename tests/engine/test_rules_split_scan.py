@@ -134,8 +134,8 @@ FIX = [
         ["    carry = tl.zeros([BLOCK_C], dtype=tl.float32)\n",
          "    lanes = tl.arange(0, BLOCK_C)\n",
          "tl.store(partials_ptr + (split * programs + tile) * BLOCK_C + lanes, carry.to(tl.float64))\n",
-         "    totals = tl.load(partials_ptr + (before[:, None] * programs + tile) * BLOCK_C + lanes[None, :], "
-         "mask=(before < split)[:, None], other=0.0)\n",
+         "    offsets = (before[:, None] * programs + tile) * BLOCK_C + lanes[None, :]\n"
+         "    totals = tl.load(partials_ptr + offsets, mask=(before < split)[:, None], other=0.0)\n",
          "    col_cumsum_kernel_scan[(triton.cdiv(n_cols, 32), n_split)](x, out, n_rows, n_cols, 64, 32, "
          "partials_ptr=partials, n_split=n_split)\n"],
         id="helper-launch-positional-constexprs-tile-carry",

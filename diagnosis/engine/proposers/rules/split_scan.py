@@ -296,9 +296,13 @@ def _scan_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.FunctionDe
     taken = cu.all_names(s.kernel.node) | set(names.values())
     before, totals = cu.fresh_name("before", taken), cu.fresh_name("totals", taken)
     # every earlier segment's total in one load: a loop over them would wait on each in turn
+    offsets: list[str] = []  # a tile's rows of totals: their offsets on a line of their own
     if s.shape:
         size = cu.operand(s.shape[0])
-        rows = f"{names['buf']} + ({before}[:, None] * {names['programs']} + {names['tile']}) * {size} + {names['lanes']}[None, :]"
+        at = cu.fresh_name("offsets", taken)
+        row = f"({before}[:, None] * {names['programs']} + {names['tile']}) * {size}"
+        offsets = [f"{at} = {row} + {names['lanes']}[None, :]"]
+        rows = f"{names['buf']} + {at}"
         mask = f"({before} < {names['split']})[:, None]"
     else:
         rows = f"{names['buf']} + {before} * {names['programs']} + {names['tile']}"
@@ -307,6 +311,7 @@ def _scan_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.FunctionDe
         *seg.lines,
         *_tile_lines(s, names),
         f"{before} = tl.arange(0, {MOST_SPLITS})",
+        *offsets,
         f"{totals} = tl.load({rows}, mask={mask}, other=0.0)",
         f"{s.acc} += tl.sum({totals}, axis=0).to({s.acc}.dtype)",
     ]
