@@ -622,15 +622,18 @@ def test_every_rules_rewrite_of_a_module_is_written_once_for_the_check(tmp_path:
     """`build.py rewrites` writes each transform's distinct rewrite of each module under a name
     check_dir reads (`NN_<op>__<transform>.py`) and clears what an earlier run left."""
     from bench.wild.check import write_rewrites
+    from tests.engine.test_rules_split_scan import COLUMN_STYLE
 
     corpus = tmp_path / "released"
     corpus.mkdir()
     (corpus / "01_few_scan.py").write_text((ROOT / "tests/engine/rules_cases/few_scan.py").read_text())
+    (corpus / "02_column_scan.py").write_text(COLUMN_STYLE)  # a strided walk: tiled, then split
     out = tmp_path / "rewrites"
     out.mkdir()
     (out / "99_stale__gone.py").write_text("")
     assert write_rewrites(corpus, out) == len(list(out.glob("*.py")))
     names = {p.name for p in out.glob("*.py")}
     assert {"01_few_scan__split_carried_scan.py", "01_few_scan__autotune_launch_config.py"} <= names
+    assert {"02_column_scan__tile_strided_walk.py", "02_column_scan__coalesce_then_launch_config.py"} <= names
     assert "99_stale__gone.py" not in names
     assert len({p.read_text() for p in out.glob("*.py")}) == len(names)
