@@ -107,6 +107,14 @@ ONE_BASED = h.variant(
      "    for chunk in tl.range(1, tl.cdiv(n_cols, BLOCK) + 1):\n        cols = (chunk - 1) * BLOCK + tl.arange(0, BLOCK)\n"),
 )  # fmt: skip
 
+# the same kernel run reversed (fla's `reverse=True`): the segments' totals come from the
+# iterations before each segment in loop order, which walk the row from its end
+FLA_REVERSED = h.variant(
+    FLA_STYLE,
+    ("return x.cumsum(dim=1)", "return x.flip(1).cumsum(dim=1).flip(1)"),
+    ("BLOCK=1024, REVERSE=False)", "BLOCK=1024, REVERSE=True)"),
+)
+
 FIX = [
     pytest.param(
         SCAN, CASES,
@@ -129,6 +137,7 @@ FIX = [
          "        b_ss = tl.sum(b_s, 0)\n        if i_c >= 0:\n            carry += b_ss\n\n    # the segment's total\n"],
         id="fla-chunk-count-in-the-kernel-reversed-by-a-constexpr",
     ),
+    pytest.param(FLA_REVERSED, CASES, ["    for i_c in range(first, last):\n"], id="fla-style-run-reversed"),
     pytest.param(
         HELPER_STYLE, HELPER_CASES,
         ["    carry = tl.zeros([BLOCK_C], dtype=tl.float32)\n",
