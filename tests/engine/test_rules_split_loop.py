@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from diagnosis.engine.evidence import Family, Finding, Severity
-from diagnosis.engine.proposers.base import CaseShape, ProposalContext, RoundHistory
+from diagnosis.engine.proposers.base import ProposalContext, RoundHistory
 from diagnosis.engine.proposers.rules import (
     Rewrite,
     RuleInput,
@@ -26,10 +26,7 @@ from tests.engine.rules_cases import styles as st
 
 COLSUM = h.source("few_colsum.py")
 # the timed cases of few_colsum.py (8, 4, 16, 12 and 2 programs of 256 columns)
-CASES = tuple(
-    CaseShape(i, (shape,), ("float32",))
-    for i, shape in enumerate([(16384, 2048), (65536, 1024), (4096, 4096), (8192, 3000), (32768, 512)])
-)
+CASES = h.fp32_cases((16384, 2048), (65536, 1024), (4096, 4096), (8192, 3000), (32768, 512))
 
 
 def few_programs(kernel: str, severity: Severity = Severity.HIGH) -> Finding:

@@ -17,11 +17,10 @@ from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import review
 
 SCAN = h.source("few_scan.py")
+
+
 # the timed cases of few_scan.py (4, 8, 16, 2 and 32 rows of 2^17-2^21 elements)
-CASES = tuple(
-    CaseShape(i, (shape,), ("float32",))
-    for i, shape in enumerate([(4, 1 << 20), (8, 1 << 19), (16, 1 << 18), (2, 1 << 21), (32, 1 << 17)])
-)
+CASES = h.fp32_cases((4, 1 << 20), (8, 1 << 19), (16, 1 << 18), (2, 1 << 21), (32, 1 << 17))
 LOOP = (
     "    for start in range(0, n_cols, BLOCK):\n"
     "        cols = start + tl.arange(0, BLOCK)\n"
@@ -95,10 +94,7 @@ HELPER_STYLE = h.variant(
     ("[[torch.randn(3, 5000)], [torch.randn(1, 3000)], [torch.randn(2, 1000)], [torch.randn(5, 1)]]",
      "[[torch.randn(5000, 3)], [torch.randn(3000, 40)], [torch.randn(1, 70)]]"),
 )  # fmt: skip
-HELPER_CASES = tuple(
-    CaseShape(i, (shape,), ("float32",))
-    for i, shape in enumerate([(1 << 16, 64), (1 << 15, 128), (1 << 17, 32), (1 << 14, 256), (1 << 18, 32)])
-)
+HELPER_CASES = h.fp32_cases((1 << 16, 64), (1 << 15, 128), (1 << 17, 32), (1 << 14, 256), (1 << 18, 32))
 
 # a loop from 1 through `tl.range` (its start kept: the segment is offset by it)
 ONE_BASED = h.variant(
@@ -209,7 +205,7 @@ def test_it_leaves_what_it_cannot_prove_alone(before: str) -> None:
 
 
 def test_many_programs_leave_the_scan_alone() -> None:
-    many = tuple(CaseShape(i, ((65536, 1024),), ("float32",)) for i in range(5))
+    many = h.fp32_cases(*[(65536, 1024)] * 5)
     assert split(SCAN, many) is None
 
 
@@ -245,10 +241,7 @@ COLUMN_STYLE = h.variant(
      "    col_cumsum_kernel[(n_cols,)](x, out, n_rows, n_cols, 64)\n"),
 )  # fmt: skip
 # 256-4096 columns: one program per column fills the device, 32 columns per program do not
-WIDE_CASES = tuple(
-    CaseShape(i, (shape,), ("float32",))
-    for i, shape in enumerate([(1 << 14, 256), (1 << 13, 512), (1 << 12, 1024), (1 << 11, 4096)])
-)
+WIDE_CASES = h.fp32_cases((1 << 14, 256), (1 << 13, 512), (1 << 12, 1024), (1 << 11, 4096))
 STRIDED = [h.finding(Family.COALESCE, kernel="col_cumsum_kernel"), h.finding(Family.LAUNCH_CONFIG, kernel="col_cumsum_kernel")]
 
 

@@ -73,6 +73,11 @@ def cases_of(path: Path) -> tuple[CaseShape, ...]:
     return tuple(out)
 
 
+def fp32_cases(*shapes: tuple[int, ...]) -> tuple[CaseShape, ...]:
+    """Timed cases of one float32 input each, in order."""
+    return tuple(CaseShape(i, (shape,), ("float32",)) for i, shape in enumerate(shapes))
+
+
 def rule_input(cases: tuple[CaseShape, ...] = (), kernels: frozenset[str] = frozenset()) -> RuleInput:
     return RuleInput((), ProposalContext(cases=cases), kernels)
 

@@ -479,13 +479,14 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
     sub = s.launch.call.func
     assert isinstance(sub, cst.Subscript)
     call, g_line = s.launch.call, None
+    named = isinstance(grid, cst.Name) and s.launch.model.grid(s.launch).form == "tuple"
     if isinstance(grid, cst.Tuple) and not all(isinstance(a, (cst.Name, cst.Integer)) for a in axes):
         # a grid written out at the launch is bound once, not spelled out in every launch
-        g_var = cu.fresh_name("grid", w_taken)
-        g_line = cu.stmt(f"{g_var} = {cu.code(grid)}")
-        call = call.with_changes(func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(cst.Name(g_var)))]))
-        grid = cst.Name(g_var)
-    if isinstance(grid, cst.Name) and (g_line is not None or s.launch.model.grid(s.launch).form == "tuple"):
+        grid, named = cst.Name(cu.fresh_name("grid", w_taken)), True
+        g_line = cu.stmt(f"{grid.value} = {cu.code(s.launch.grid)}")
+        call = call.with_changes(func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))]))
+    if named:
+        assert isinstance(grid, cst.Name)
         programs = " * ".join(f"{grid.value}[{i}]" for i in range(s.rank))
         split_grid = f"(*{grid.value}, {n_var})"
     else:
