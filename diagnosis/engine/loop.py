@@ -434,6 +434,17 @@ class _Loop:
             family = self._family(decision, results, excluded)
             if decision.inconclusive:
                 family = self._explore(parent, results, excluded)
+                if family is None and not self.diagnose_only:
+                    # A family is ruled out by what its proposals did; a counterfactual that
+                    # showed its fix in the IR was never one of them, so it is still the candidate.
+                    chosen = self._confirmed(index, parent, results, None)[: max(1, self.config.max_candidates)]
+                    if chosen:
+                        family = chosen[0].family
+                        notes.append(
+                            f"{decision.reason}{self._ruled_out(parent, results, history, no_rewrite)}; "
+                            "tier 3's counterfactual showed its fix in the IR, so its rewrite is verified"
+                        )
+                        break
                 if family is None:
                     record.reason = decision.reason + self._ruled_out(parent, results, history, no_rewrite)
                     break  # no hypothesis: nothing in the evidence points at a change (never a guess)
@@ -728,8 +739,11 @@ class _Loop:
             family=family,
         )
 
-    def _confirmed(self, index: int, parent: _Version, results: list[TierResult], family: Family) -> list[Candidate]:
-        """The rewrites of tier 3's confirmed counterfactuals of `family`, not verified before."""
+    def _confirmed(
+        self, index: int, parent: _Version, results: list[TierResult], family: Family | None
+    ) -> list[Candidate]:
+        """The rewrites of tier 3's confirmed counterfactuals of `family` (None: of any), not
+        verified before."""
         findings = [f for r in results for f in r.findings]
         made = counterfactual_candidates(parent.source, findings, self._context(index, parent, family), family)
         return [c for c in made if sha256(c.source) not in self.tried]

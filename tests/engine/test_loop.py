@@ -891,6 +891,38 @@ def test_a_counterfactual_that_showed_the_fix_is_the_candidate(scripted_tiers) -
     assert proposer.contexts == []  # the counterfactual filled the round's one candidate
 
 
+def test_a_counterfactual_is_verified_after_its_familys_rewrite_brought_no_gain(scripted_tiers) -> None:
+    """The H200 cross entropy (liger, first conversion): round 1's autotune of the launch brought
+    no gain, which ruled LAUNCH_CONFIG out; round 2 climbed to tier 3, whose recompile with
+    num_warps=16 removed every spill, and ended inconclusive. The counterfactual was never
+    proposed: it is the round's candidate, and once verified it is not proposed again."""
+    cause = Finding("CG_SPILL_CAUSE", Severity.HIGH, {"kernel": "k", "reason": "a 2^15-element row in 4 warps"},
+                    lines=(17,), kernel="k")  # fmt: skip
+    cf = Finding(
+        "CG_COUNTERFACTUAL", Severity.MEDIUM,
+        {"hypothesis": "num_warps=16", "overrides": {"num_warps": 16}, "expect": "no_spills",
+         "tests": "CG_SPILL_CAUSE", "effect": "spills drop from 220 to 0 bytes (registers 255 -> 85)"},
+        kernel="k", family_override=Family.LAUNCH_CONFIG,
+    )  # fmt: skip
+    scripted_tiers(
+        {
+            Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code)),
+            Tier.COMPILER: lambda s: TierResult(Tier.COMPILER, [cause, cf], localizes=True),
+        }
+    )
+    proposer = ScriptedProposer({Family.LAUNCH_CONFIG: 1.0})
+    result = run(module(2.0), proposer, round_budget=3)
+    first, second, third = result.rounds
+    assert first.verdict is Verdict.NO_GAIN and first.tier_reached is Tier.TRIAGE
+    assert second.tier_reached is Tier.COMPILER and second.proposal is not None
+    assert "BLOCK=1024, num_warps=16)" in second.proposal.source
+    assert second.proposal.family is Family.LAUNCH_CONFIG and second.hypothesis.family is Family.LAUNCH_CONFIG
+    assert "spills drop from 220 to 0 bytes" in second.proposal.rationale
+    assert "launch_config (no-gain in round 1)" in second.reason and "counterfactual showed its fix" in second.reason
+    assert len(proposer.contexts) == 1  # the proposer was not asked again for a ruled-out family
+    assert third.verdict is Verdict.INCONCLUSIVE and third.proposal is None
+
+
 # ---------------------------------------------------------------------------------------------
 # budgets that survive slow compiles
 
