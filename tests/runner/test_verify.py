@@ -133,6 +133,32 @@ def test_unchanged_fraction() -> None:
     assert unchanged_fraction(a, b, a, a.clone(), has_dot=False) is None  # the reference did not change
 
 
+
+@pytest.mark.parametrize("chunk", [pytest.param(7, id="chunks-of-7"), pytest.param(1 << 20, id="one-chunk")])
+def test_the_chunked_passes_judge_as_whole_tensors_do(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """The comparison runs over chunks of the output: its figures are those of the whole tensor,
+    whatever chunk an element falls in (the last, partial one included)."""
+    monkeypatch.setattr("runner.compare.CHUNK", chunk)
+    ref = _ref(n=1000).reshape(10, 100).to(torch.bfloat16)
+    out = _perturb(ref.float(), 1e-3).to(torch.bfloat16)
+    result = compare_outputs(out, ref, has_dot=False)
+    o, r = out.double(), ref.double()
+    assert result.ok and result.bad_elements == 0
+    assert result.rel_l2_err == pytest.approx(float((o - r).norm() / r.norm()), rel=1e-6)
+    assert result.max_abs_err == pytest.approx(float((o - r).abs().max()))
+    out[9, 99] += 1.0  # in the last chunk of 7 (1000 = 142 * 7 + 6)
+    wrong = compare_outputs(out, ref, has_dot=False)
+    assert not wrong.ok and wrong.bad_elements == 1 and wrong.max_abs_err >= 0.9
+    nan_ref = ref.clone()
+    nan_ref[9, 98] = float("nan")
+    assert compare_outputs(nan_ref.clone(), nan_ref, has_dot=False).ok
+    assert compare_outputs(ref, nan_ref, has_dot=False).kind == "nan_mismatch"
+    a, b = _ref(n=1000, seed=0), _ref(n=1000, seed=1)
+    cached = b.clone()
+    cached[994:] = a[994:]  # six elements, the last chunk of 7, stayed as they were
+    assert unchanged_fraction(a, cached, a, b, has_dot=False) == pytest.approx(6 / 1000, abs=2e-3)
+
+
 # ---------------------------------------------------------------- end to end, real sandbox
 
 
