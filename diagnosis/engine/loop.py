@@ -113,8 +113,10 @@ Profiled = ProfileOutcome | VerifyOutcome
 # the inputs from the parent, and the parent is a promoted candidate from the second win on).
 REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs", "get_input_cases", "get_verify_inputs")
 # tiers 2 and 3 also compile the case furthest below speed-of-light when its %SOL is under this
-# fraction of case 0's (`_Loop._compile_cases`)
-COMPILE_WORST_BELOW = 0.5
+# fraction of case 0's (`_Loop._compile_cases`). At 0.5 the suite's fp16 SiLU on the H200 (run of
+# 2026-11-30) never had its 2^26 + 5 case compiled: 56 %SOL against 87 for case 0, its 16-bit
+# accesses (a mask bound not divisible by 16) unseen, so rounds 2 and 3 ended inconclusive.
+COMPILE_WORST_BELOW = 0.75
 
 
 def run_loop(

@@ -171,6 +171,44 @@ def test_a_length_kept_out_of_specialization_is_found_and_specialized(tmp_path: 
     assert line_table(after_k)[load].max_width(GLOBAL_LOAD) == 128
 
 
+# --- MASKING (full blocks) ------------------------------------------------------------------
+
+
+def test_an_odd_length_is_found_and_its_full_blocks_vectorize(tmp_path: Path) -> None:
+    """End to end without a GPU, on an fp16 SiLU of 2^26 + 5 elements: tier 3 names the mask
+    bound as what keeps every access 16-bit and its counterfactual shows 128-bit ones, the rules
+    proposer's candidate drops the mask in full blocks, and there the accesses compile to the
+    128-bit vectors the counterfactual showed (the last block's stay 16-bit)."""
+    module = h.HERE / "odd_silu.py"
+    src = module.read_text()
+
+    def build(path: Path, overrides: dict | None = None, dumps: bool = True) -> CompileResult:
+        options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
+        job = JobRequest(job="compile", module=str(path), target="sm_90", cases=[1], options=options)
+        return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
+
+    before = build(module)
+    t2 = run_tier2(before, src)
+    t3 = run_tier3(before, src, recompile=lambda o, case=None: build(module, o, False), prior=t2.findings)
+    blocked = [f for f in t3.findings if f.code == "CG_VECTORIZATION_BLOCKED"]
+    assert blocked and all([b["arg"] for b in f.args["blockers"]] == ["n_elements"] for f in blocked)
+    [confirmed] = [f for f in t3.findings if f.code == "CG_COUNTERFACTUAL"]
+    findings = [confirmed, *t2.findings, *blocked]
+    [first, *_] = RulesProposer().propose(src, findings, ProposalContext(cases=h.cases_of(module)))
+    assert first.transform == "unmasked_full_blocks"
+    after = tmp_path / "odd_silu.py"
+    after.write_text(first.source)
+    [k_before], [k_after] = before.kernels, build(after, dumps=False).kernels
+    lines = first.source.splitlines()
+    loads = [i for i, t in enumerate(lines, 1) if "x = tl.load(" in t]
+    stores = [i for i, t in enumerate(lines, 1) if "tl.store(" in t]
+    old, new = line_table(k_before), line_table(k_after)
+    load = next(i for i, t in enumerate(src.splitlines(), 1) if "x = tl.load(" in t)
+    assert old[load].max_width(GLOBAL_LOAD) == 16
+    assert [new[i].max_width(GLOBAL_LOAD) for i in loads] == [128, 16]
+    assert [new[i].max_width(GLOBAL_STORE) for i in stores] == [128, 16]
+
+
 # --- COALESCE (interleaved pairs) ------------------------------------------------------------
 
 

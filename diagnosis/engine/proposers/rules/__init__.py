@@ -53,13 +53,15 @@ Transform = Callable[[str, RuleInput], Rewrite | None]
 _REGISTRY: dict[Family, list[Transform]] = {}
 
 
-def transform(family: Family, first: bool = False) -> Callable[[Transform], Transform]:
+def transform(family: Family, first: bool = False, before: str | None = None) -> Callable[[Transform], Transform]:
     """Register a transform for a family (several per family are tried in registration order;
-    `first` puts it ahead of those registered before it)."""
+    `first` puts it ahead of those registered before it, `before` ahead of the one of that name)."""
 
     def register(fn: Transform) -> Transform:
         transforms = _REGISTRY.setdefault(family, [])
-        transforms.insert(0, fn) if first else transforms.append(fn)
+        names = [t.__name__ for t in transforms]
+        at = 0 if first else names.index(before) if before in names else len(transforms)
+        transforms.insert(at, fn)
         return fn
 
     return register

@@ -319,7 +319,7 @@ def aligned_copy_for_mask_bounds(source: str, inp: RuleInput) -> Rewrite | None:
     return None if rw is None else dataclasses.replace(rw, family=Family.MASKING)
 
 
-def _offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine, str, str]]:
+def offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine, str, str]]:
     """`offs = pid * BLOCK + tl.arange(0, BLOCK)` statements: (statement, name, BLOCK)."""
     axes = kernel.program_axes()
     out = []
@@ -365,7 +365,7 @@ def contiguity_hints(source: str, inp: RuleInput) -> Rewrite | None:
         # 01-04's GEMMs on such findings, it measured 0.995-1.000x each time)
         if not inp.wants(k.name) or blocking_args(inp, k):
             continue
-        found = _offsets_statements(k)
+        found = offsets_statements(k)
         for st, name, block in found:
             hint = cu.stmt(f"{name} = tl.max_contiguous(tl.multiple_of({name}, {block}), {block})")
             edits.append((st, cst.FlattenSentinel([st, hint])))
