@@ -128,6 +128,18 @@ NOOP = [
     ),
     pytest.param(SILU, h.cases_of(st.HERE / "add_tutorial.py")[:2], id="every-timed-length-a-multiple-of-16"),
     pytest.param(SILU, (), id="no-case-and-no-finding-says-the-length-is-odd"),
+    # suite 05's matvec: its loads' masks combine the row mask with the column mask; a branch
+    # that dropped the mask of its store alone would copy the loop for nothing
+    pytest.param(
+        h.variant(SILU, ("y.to(tl.float16), mask=mask)", "y.to(tl.float16), mask=mask & (y > 0))")),
+        CASES,
+        id="a-mask-combined-with-another",
+    ),
+    pytest.param(
+        h.variant(SILU, ("y.to(tl.float16), mask=mask)", "y.to(tl.float16), mask=offsets < n_elements)")),
+        CASES,
+        id="an-access-under-another-mask",
+    ),
 ]
 
 

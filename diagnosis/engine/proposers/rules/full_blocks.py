@@ -111,6 +111,9 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
     named = blocking_args(inp, kernel)
     by_finding = any(f.args.get("blockers") for f in inp.findings if f.kernel in (None, "", kernel.name))
     accesses = {id(c): name for name in ACCESS_ARGS for c in kernel.calls(name)}
+    calls_by_id = {id(c): c for name in ACCESS_ARGS for c in kernel.calls(name)}
+    keywords = {id(a.keyword) for a in cu.walk(kernel.node.body) if isinstance(a, cst.Arg) and a.keyword}
+    names = [x for x in cu.walk(kernel.node.body) if isinstance(x, cst.Name) and id(x) not in keywords]
     for offs_st, offs, block in offsets_statements(kernel):
         if bindings.single(offs) is None:
             continue
@@ -124,11 +127,20 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
                 continue
             if by_finding and n not in named:
                 continue
-            calls = {cid for cid, name in accesses.items() if _reads(_call(kernel, cid), name, mask)}
-            segment = body[i + 1 :]
-            first = next((j for j, s in enumerate(segment) if mask in cu.names_in(s)), None)
-            if first is None or not calls:
+            masks = {cid: _mask_of(call, accesses[cid]) for cid, call in calls_by_id.items()}
+            calls = {cid for cid, m in masks.items() if isinstance(m, cst.Name) and m.value == mask}
+            # every read of the mask is a whole access's mask, and every masked access reads it:
+            # a mask combined with another (`row_mask[:, None] & col_mask[None, :]`) stays, and a
+            # copy that drops it from a store alone is a branch for nothing
+            reads = [x for x in names if x.value == mask]
+            if (
+                not calls
+                or len(reads) != len(calls) + 1
+                or any(m is not None for c, m in masks.items() if c not in calls)
+            ):
                 continue
+            segment = body[i + 1 :]
+            first = next(j for j, s in enumerate(segment) if mask in cu.names_in(s))
             segment = segment[first:]  # every read of the mask is in it: none can come before
             test = f"{cu.code(_start(offs_st))} + {block} <= {n}"
             if isinstance(segment[0], cst.If) and cu.code(segment[0].test) == test:
@@ -137,15 +149,6 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
                 continue
             return _Plan(kernel, test, mask, segment, calls)
     return None
-
-
-def _call(kernel: cu.Kernel, cid: int) -> cst.Call:
-    return next(n for n in cu.walk(kernel.node.body) if id(n) == cid)
-
-
-def _reads(call: cst.Call, name: str, mask: str) -> bool:
-    m = _mask_of(call, name)
-    return isinstance(m, cst.Name) and m.value == mask
 
 
 def _odd_case(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, n: str) -> bool:
