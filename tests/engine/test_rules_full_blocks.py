@@ -12,6 +12,7 @@ from diagnosis.engine.evidence import Family, Finding, Severity
 from diagnosis.engine.proposers.base import ProposalContext
 from diagnosis.engine.proposers.rules import RuleInput, apply_family
 from diagnosis.engine.proposers.rules.full_blocks import unmasked_full_blocks
+from diagnosis.engine.tier0 import run_tier0
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import styles as st
 
@@ -151,6 +152,8 @@ def test_full_blocks_access_without_the_mask(before: str, cases: tuple, present:
     for text in present:
         assert text in rw.source, rw.source
     assert unmasked_full_blocks(rw.source, h.rule_input(cases)) is None  # done once
+    # the unmasked accesses are guarded by the branch: tier 0 reports no missing mask
+    assert not [f for f in run_tier0(rw.source).findings if f.code == "T0-MISSING-MASK"]
 
 
 @pytest.mark.parametrize(("before", "cases"), NOOP)
