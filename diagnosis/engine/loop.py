@@ -115,8 +115,9 @@ REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs", "get_input_cases", 
 # tiers 2 and 3 also compile the case furthest below speed-of-light when its %SOL is under this
 # fraction of case 0's (`_Loop._compile_cases`). At 0.5 the suite's fp16 SiLU on the H200 (run of
 # 2026-11-30) never had its 2^26 + 5 case compiled: 56 %SOL against 87 for case 0, its 16-bit
-# accesses (a mask bound not divisible by 16) unseen, so rounds 2 and 3 ended inconclusive.
-COMPILE_WORST_BELOW = 0.75
+# accesses (a mask bound not divisible by 16) unseen, so rounds 2 and 3 ended inconclusive. On an
+# H100 (2026-12-05) the swish-clamp's 6001 x 7000 case ran at 69.7 %SOL against 91.4 (0.76).
+COMPILE_WORST_BELOW = 0.8
 
 
 def run_loop(
