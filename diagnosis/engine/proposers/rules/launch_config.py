@@ -308,7 +308,11 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
 # on a 1024x1024x2048 case (SOL 4.3 us) the autotuner timed its chosen tiles at 16.6 us against
 # 30.5 us for the fixed ones, yet the autotuned forward took 34.0 us, the parent's 34.8 us; in
 # the verify job, with a second operator compiling on the host, 48.8 us, so the rewrite lost
-# on that case and with it the 1.6-1.9x of the large cases.
+# on that case and with it the 1.6-1.9x of the large cases. Nor does launching the tuned config
+# without the autotuner pay there: on an H100 (2026-12-05, 01_gemm's kernel at 1024^3, a probe
+# timing 200 back-to-back calls) the fixed launch took 16.0 us a call for a 16.7 us kernel, the
+# autotuned one 24.0 us for 11.1 us, and the JIT launched straight with the tuned config 17.0 us:
+# the launch's own host path, not the tile, bounds such a case.
 LAUNCH_BOUND_SOL_US = 8.0
 # A timed case whose measured time leaves less than this above its speed-of-light time has too
 # little to win from tuning to pay for the autotuner's host work on every call. Measured on the
