@@ -26,7 +26,7 @@ ACCESSES = """    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float
     tl.store(out_ptr + offsets, y.to(tl.float16), mask=mask)
 """
 BRANCHES = """    # a full block: its accesses need no mask, so they vectorize
-    if pid * BLOCK_SIZE + BLOCK_SIZE <= n_elements:
+    if pid * BLOCK_SIZE <= n_elements - BLOCK_SIZE:
         x = tl.load(x_ptr + offsets).to(tl.float32)
         y = x * tl.sigmoid(x)
         tl.store(out_ptr + offsets, y.to(tl.float16))
@@ -77,7 +77,7 @@ FIX = [
         [
             "    mask = offsets < n_elements\n"
             "    # a full block: its accesses need no mask, so they vectorize\n"
-            "    if block_start + BLOCK_SIZE <= n_elements:\n"
+            "    if block_start <= n_elements - BLOCK_SIZE:\n"
             "        x = tl.load(x_ptr + offsets)\n"
             "        y = tl.load(y_ptr + offsets)\n"
             "        output = x + y\n"

@@ -17,7 +17,7 @@ multiple of 8, not an odd `n`. Here every block but the last is full, its mask a
 branch on that drops the mask there:
 
     mask = offs < n
-    if pid * BLOCK + BLOCK <= n:  # a full block
+    if pid * BLOCK <= n - BLOCK:  # a full block
         x = tl.load(x_ptr + offs)
         ...
         tl.store(out_ptr + offs, y)
@@ -58,7 +58,7 @@ ACCESS_ARGS = {
 @dataclass
 class _Plan:
     kernel: cu.Kernel
-    test: str  # `start + BLOCK <= n`
+    test: str  # `start <= n - BLOCK`
     mask: str
     segment: list[cst.BaseStatement]  # copied into both branches
     accesses: set[int]  # ids of the calls whose mask goes in the full branch
@@ -142,7 +142,8 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
             segment = body[i + 1 :]
             first = next(j for j, s in enumerate(segment) if mask in cu.names_in(s))
             segment = segment[first:]  # every read of the mask is in it: none can come before
-            test = f"{cu.code(_start(offs_st))} + {block} <= {n}"
+            # not `start + BLOCK <= n`: where the last block ends at 2^31, that sum overflows int32
+            test = f"{cu.code(_start(offs_st))} <= {n} - {block}"
             if isinstance(segment[0], cst.If) and cu.code(segment[0].test) == test:
                 continue  # done already
             if not by_finding and not _odd_case(kernel, launches, inp, n):
