@@ -28,6 +28,7 @@ CHAINS = [
     pytest.param((Family.SINGLE_PASS, Family.LAUNCH_CONFIG), id="single_pass+launch_config"),
     pytest.param((Family.BLOCK_REDUCTION,), id="block_reduction"),
     pytest.param((Family.HINTS,), id="hints"),
+    pytest.param((Family.MASKING,), id="masking"),
     pytest.param((Family.FUSION, Family.LAUNCH_CONFIG), id="fusion+launch_config"),
     pytest.param((Family.FUSION, Family.SINGLE_PASS), id="fusion+single_pass"),
     # a second fusion on the first's result, as a later round proposes it (37: the fused
