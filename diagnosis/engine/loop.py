@@ -367,8 +367,14 @@ class _Loop:
         )
 
     def _sol_reached(self, stats: VersionStats) -> bool:
+        """At the stop fraction of speed-of-light, and no case left far behind case 0: one the
+        compile tiers would single out still deserves a round (on an H100 the suite's SiLU
+        stopped at 87.3 %SOL with its 2^26 + 5 case at 70.6 against 92.0)."""
         pct = stats.pct_sol
-        return pct is not None and pct >= 100.0 * self.config.sol_stop_fraction
+        if pct is None or pct < 100.0 * self.config.sol_stop_fraction:
+            return False
+        sols = {c.index: c.pct_sol for c in stats.cases if c.pct_sol is not None}
+        return not (0 in sols and min(sols.values()) < COMPILE_WORST_BELOW * sols[0])
 
     # -- baseline
 

@@ -146,7 +146,9 @@ class FakeTimingExecutor:
     def _measured(self, source: str, parent: str | None) -> list[CaseMeasurement]:
         sol = float(re.search(r"# fake-sol-ms: ([\d.]+)", source).group(1))
         cases = []
+        slow = re.search(r"# fake-slow-case: (\d+) ([\d.]+)", source)  # one case slower by a factor
         for i in range(N_CASES):
+            ms = fake_ms(source) * (float(slow.group(2)) if slow and int(slow.group(1)) == i else 1.0)
             parent_ms: list[float] = []
             if parent is not None:
                 parent_ms = [fake_ms(parent)] * 3
@@ -154,7 +156,7 @@ class FakeTimingExecutor:
                 if noisy and int(noisy.group(1)) == i:  # one slow repeat: the case's floor
                     parent_ms[1] *= 1 + float(noisy.group(2))
             cases.append(
-                CaseMeasurement(i, f"case {i}", (fake_ms(source),) * 3, tuple(parent_ms), (3.0,),
+                CaseMeasurement(i, f"case {i}", (ms,) * 3, tuple(parent_ms), (3.0,),
                                 bytes=int(sol * 1e-3 * H200_BW))  # fmt: skip
             )
         return cases
@@ -480,6 +482,16 @@ def test_an_initial_version_already_near_sol_runs_no_round(scripted_tiers) -> No
     result = run(module(1.0, sol=0.9), ScriptedProposer({}))
     assert result.rounds == [] and log == []
     assert result.stop_reason is StopReason.SOL_REACHED
+
+
+def test_a_case_far_behind_case_0_keeps_the_loop_going_past_the_sol_fraction(scripted_tiers) -> None:
+    """At 85.8 %SOL overall, but case 2 at 70 against 95 for the others: a round runs for it."""
+    scripted_tiers({})
+    near = module(1.0, sol=0.95)
+    assert run(near, ScriptedProposer({})).stop_reason is StopReason.SOL_REACHED
+    result = run(near + "# fake-slow-case: 2 1.357\n", ScriptedProposer({}))
+    assert result.pct_sol == pytest.approx(85.8, abs=0.1)
+    assert result.rounds and result.stop_reason is not StopReason.SOL_REACHED
 
 
 def test_a_round_that_would_replay_the_last_ones_evidence_is_not_run(scripted_tiers) -> None:
