@@ -179,12 +179,12 @@ def test_an_odd_length_is_found_and_its_full_blocks_vectorize(tmp_path: Path) ->
     bound as what keeps every access 16-bit and its counterfactual shows 128-bit ones, the rules
     proposer's candidate drops the mask in full blocks, and there the accesses compile to the
     128-bit vectors the counterfactual showed (the last block's stay 16-bit)."""
-    module = h.HERE / "odd_silu.py"
+    module = h.SUITE / "08_silu_fp16.py"
     src = module.read_text()
 
     def build(path: Path, overrides: dict | None = None, dumps: bool = True) -> CompileResult:
         options = {"pass_dumps": dumps, "sass": False, **({"overrides": overrides} if overrides else {})}
-        job = JobRequest(job="compile", module=str(path), target="sm_90", cases=[1], options=options)
+        job = JobRequest(job="compile", module=str(path), target="sm_90", cases=[2], options=options)
         return CompileResult.from_json(json.loads(json.dumps(compile_job(job))))
 
     before = build(module)
@@ -196,7 +196,7 @@ def test_an_odd_length_is_found_and_its_full_blocks_vectorize(tmp_path: Path) ->
     findings = [confirmed, *t2.findings, *blocked]
     [first, *_] = RulesProposer().propose(src, findings, ProposalContext(cases=h.cases_of(module)))
     assert first.transform == "unmasked_full_blocks"
-    after = tmp_path / "odd_silu.py"
+    after = tmp_path / "08_silu_fp16.py"
     after.write_text(first.source)
     [k_before], [k_after] = before.kernels, build(after, dumps=False).kernels
     lines = first.source.splitlines()
