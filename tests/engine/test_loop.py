@@ -878,17 +878,23 @@ def test_exploration_ends_inconclusive_once_every_backed_family_is_ruled_out(scr
 # a confirmed counterfactual becomes the candidate
 
 
-def test_a_counterfactual_that_showed_the_fix_is_the_candidate(scripted_tiers) -> None:
-    """Tier 3 recompiled with num_warps=16 and every spill went: that rewrite is verified,
-    whether or not the proposer has one for the family (here it has none)."""
+def spill_counterfactual(effect: str) -> tuple[Finding, Finding]:
+    """Tier 3's spill cause and its confirmed counterfactual: num_warps=16 and `effect`."""
     cause = Finding("CG_SPILL_CAUSE", Severity.HIGH, {"kernel": "k", "reason": "a 2^15-element row in 4 warps"},
                     lines=(17,), kernel="k")  # fmt: skip
     cf = Finding(
         "CG_COUNTERFACTUAL", Severity.MEDIUM,
         {"hypothesis": "num_warps=16", "overrides": {"num_warps": 16}, "expect": "no_spills",
-         "tests": "CG_SPILL_CAUSE", "effect": "spills drop from 1240 to 0 bytes (registers 255 -> 128)"},
+         "tests": "CG_SPILL_CAUSE", "effect": effect},
         kernel="k", family_override=Family.LAUNCH_CONFIG,
     )  # fmt: skip
+    return cause, cf
+
+
+def test_a_counterfactual_that_showed_the_fix_is_the_candidate(scripted_tiers) -> None:
+    """Tier 3 recompiled with num_warps=16 and every spill went: that rewrite is verified,
+    whether or not the proposer has one for the family (here it has none)."""
+    cause, cf = spill_counterfactual("spills drop from 1240 to 0 bytes (registers 255 -> 128)")
     scripted_tiers(
         {
             Tier.TRIAGE: lambda s: TierResult(Tier.TRIAGE, [finding(LC.code, severity=Severity.LOW)], narrows=True),
@@ -912,14 +918,7 @@ def test_a_counterfactual_is_verified_after_its_familys_rewrite_brought_no_gain(
     no gain, which ruled LAUNCH_CONFIG out; round 2 climbed to tier 3, whose recompile with
     num_warps=16 removed every spill, and ended inconclusive. The counterfactual was never
     proposed: it is the round's candidate, and once verified it is not proposed again."""
-    cause = Finding("CG_SPILL_CAUSE", Severity.HIGH, {"kernel": "k", "reason": "a 2^15-element row in 4 warps"},
-                    lines=(17,), kernel="k")  # fmt: skip
-    cf = Finding(
-        "CG_COUNTERFACTUAL", Severity.MEDIUM,
-        {"hypothesis": "num_warps=16", "overrides": {"num_warps": 16}, "expect": "no_spills",
-         "tests": "CG_SPILL_CAUSE", "effect": "spills drop from 220 to 0 bytes (registers 255 -> 85)"},
-        kernel="k", family_override=Family.LAUNCH_CONFIG,
-    )  # fmt: skip
+    cause, cf = spill_counterfactual("spills drop from 220 to 0 bytes (registers 255 -> 85)")
     scripted_tiers(
         {
             Tier.TRIAGE: lambda s: sufficient(Tier.TRIAGE, finding(LC.code)),
