@@ -57,11 +57,9 @@ ACCESS_ARGS = {
 
 @dataclass
 class _Plan:
-    kernel: cu.Kernel
     test: str  # `start <= n - BLOCK`
-    mask: str
     segment: list[cst.BaseStatement]  # copied into both branches
-    accesses: set[int]  # ids of the calls whose mask goes in the full branch
+    accesses: dict[int, str]  # id -> `tl.load` / `tl.store` of each call whose mask goes in the full branch
 
 
 def _mask_of(call: cst.Call, name: str) -> cst.BaseExpression | None:
@@ -110,8 +108,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
     runtime = set(kernel.runtime_params)
     named = blocking_args(inp, kernel)
     by_finding = any(f.args.get("blockers") for f in inp.findings if f.kernel in (None, "", kernel.name))
-    accesses = {id(c): name for name in ACCESS_ARGS for c in kernel.calls(name)}
-    calls_by_id = {id(c): c for name in ACCESS_ARGS for c in kernel.calls(name)}
+    masks = {id(c): (name, _mask_of(c, name)) for name in ACCESS_ARGS for c in kernel.calls(name)}
     keywords = {id(a.keyword) for a in cu.walk(kernel.node.body) if isinstance(a, cst.Arg) and a.keyword}
     names = [x for x in cu.walk(kernel.node.body) if isinstance(x, cst.Name) and id(x) not in keywords]
     for offs_st, offs, block in offsets_statements(kernel):
@@ -127,8 +124,9 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
                 continue
             if by_finding and n not in named:
                 continue
-            masks = {cid: _mask_of(call, accesses[cid]) for cid, call in calls_by_id.items()}
-            calls = {cid for cid, m in masks.items() if isinstance(m, cst.Name) and m.value == mask}
+            calls = {
+                cid: name for cid, (name, m) in masks.items() if isinstance(m, cst.Name) and m.value == mask
+            }
             # every read of the mask is a whole access's mask, and every masked access reads it:
             # a mask combined with another (`row_mask[:, None] & col_mask[None, :]`) stays, and a
             # copy that drops it from a store alone is a branch for nothing
@@ -136,7 +134,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
             if (
                 not calls
                 or len(reads) != len(calls) + 1
-                or any(m is not None for c, m in masks.items() if c not in calls)
+                or any(m is not None for c, (_, m) in masks.items() if c not in calls)
             ):
                 continue
             segment = body[i + 1 :]
@@ -148,7 +146,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
                 continue  # done already
             if not by_finding and not _odd_case(kernel, launches, inp, n):
                 continue
-            return _Plan(kernel, test, mask, segment, calls)
+            return _Plan(test, segment, calls)
     return None
 
 
@@ -186,8 +184,7 @@ def unmasked_full_blocks(source: str, inp: RuleInput) -> Rewrite | None:
         plan = _plan(k, launches, inp) if inp.wants(k.name) else None
         if plan is None:
             continue
-        names = {id(c): name for name in ACCESS_ARGS for c in k.calls(name) if id(c) in plan.accesses}
-        full = [s.visit(_DropMasks(names)) for s in plan.segment]
+        full = [s.visit(_DropMasks(plan.accesses)) for s in plan.segment]
         branch = cst.parse_statement(f"if {plan.test}:\n    pass\nelse:\n    pass\n")
         assert isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else)
         head = plan.segment[0]
