@@ -88,6 +88,13 @@ FIX = [
         ],
         id="tutorial-block-start-and-helper-launch",
     ),
+    # liger's and fla's program index: `tl.program_id(0).to(tl.int64)`
+    pytest.param(
+        h.variant(SILU, ("    pid = tl.program_id(0)\n", "    pid = tl.program_id(0).to(tl.int64)\n")),
+        CASES,
+        [BRANCHES],
+        id="program-id-cast-to-int64",
+    ),
     pytest.param(
         h.variant(SILU, (ACCESSES, "    one = 1.0\n" + ACCESSES.replace("y = x * ", "y = one * x * "))),
         CASES,

@@ -111,7 +111,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
     masks = {id(c): (name, _mask_of(c, name)) for name in ACCESS_ARGS for c in kernel.calls(name)}
     keywords = {id(a.keyword) for a in cu.walk(kernel.node.body) if isinstance(a, cst.Arg) and a.keyword}
     names = [x for x in cu.walk(kernel.node.body) if isinstance(x, cst.Name) and id(x) not in keywords]
-    for offs_st, offs, block in offsets_statements(kernel):
+    for offs_st, offs, block in offsets_statements(kernel, cast=True):
         if bindings.single(offs) is None:
             continue
         for i, st in enumerate(body):

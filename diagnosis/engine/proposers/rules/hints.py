@@ -319,20 +319,20 @@ def aligned_copy_for_mask_bounds(source: str, inp: RuleInput) -> Rewrite | None:
     return None if rw is None else dataclasses.replace(rw, family=Family.MASKING)
 
 
-def offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine, str, str]]:
-    """`offs = pid * BLOCK + tl.arange(0, BLOCK)` statements: (statement, name, BLOCK)."""
+def offsets_statements(
+    kernel: cu.Kernel, cast: bool = False
+) -> list[tuple[cst.SimpleStatementLine, str, str]]:
+    """`offs = pid * BLOCK + tl.arange(0, BLOCK)` statements: (statement, name, BLOCK); with
+    `cast`, also where `pid` is the program id cast (`tl.program_id(0).to(tl.int64)`)."""
     axes = kernel.program_axes()
     out = []
-    hinted = {
-        cu.code(c.args[0].value) for c in kernel.calls("tl.multiple_of", "tl.max_contiguous") if c.args
-    }
     bindings = cu.Bindings(kernel.node)
     for st in cu.body_statements(kernel.node.body):
         pairs = cu.simple_assigns(st)
         if len(pairs) != 1 or not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
             continue
         name, v = pairs[0]
-        if name in hinted or not (isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Add)):
+        if not (isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Add)):
             continue
         ar, prod = (v.right, v.left) if cu.is_call(v.right, "tl.arange") else (v.left, v.right)
         if not cu.is_call(ar, "tl.arange") or len(ar.args) != 2 or cu.int_literal(ar.args[0].value) != 0:
@@ -346,10 +346,23 @@ def offsets_statements(kernel: cu.Kernel) -> list[tuple[cst.SimpleStatementLine,
         if not (isinstance(prod, cst.BinaryOperation) and isinstance(prod.operator, cst.Multiply)):
             continue
         sides = (prod.left, prod.right)
-        pid_ok = any(cu.code(x) in axes or cu.is_call(x, "tl.program_id") for x in sides)
+        pid_ok = any(_program_id(x, axes, bindings, cast) for x in sides)
         if pid_ok and block.value in {cu.code(x) for x in sides}:
             out.append((st, name, block.value))
     return out
+
+
+def _program_id(node: cst.BaseExpression, axes: dict[str, int], bindings: cu.Bindings, cast: bool) -> bool:
+    """`tl.program_id(axis)`, directly or through a name bound to it; with `cast`, also it cast
+    (`.to(tl.int64)`, as liger and fla write it), through a name bound once."""
+    if isinstance(node, cst.Name):
+        if node.value in axes:
+            return True
+        b = bindings.single(node.value) if cast else None
+        node = b.value if b is not None and b.value is not None else node
+    if cast and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        node = node.func.value if node.func.attr.value == "to" else node
+    return cu.is_call(node, "tl.program_id")
 
 
 @transform(Family.HINTS)
@@ -365,7 +378,10 @@ def contiguity_hints(source: str, inp: RuleInput) -> Rewrite | None:
         # 01-04's GEMMs on such findings, it measured 0.995-1.000x each time)
         if not inp.wants(k.name) or blocking_args(inp, k):
             continue
-        found = offsets_statements(k)
+        hinted = {cu.code(c.args[0].value) for c in k.calls("tl.multiple_of", "tl.max_contiguous") if c.args}
+        # plain program ids only: a hint the compiler infers anyway measured no gain (above), and
+        # each candidate costs a round
+        found = [f for f in offsets_statements(k) if f[1] not in hinted]
         for st, name, block in found:
             hint = cu.stmt(f"{name} = tl.max_contiguous(tl.multiple_of({name}, {block}), {block})")
             edits.append((st, cst.FlattenSentinel([st, hint])))
