@@ -139,8 +139,8 @@ def _float(x: Any) -> float:
 
 # The comparison's passes run over chunks of this many elements: each pass over a whole output
 # of 10^8 elements allocated and streamed a temporary as large (about ten of them); on chunks
-# they stay in cache. On a 2-core machine a 59M-element bfloat16 output took 2.8 s whole,
-# 0.4 s in chunks of 2^20.
+# they stay in cache. On a 2-core machine a 59M-element bfloat16 output took 1.5-2.2 s whole,
+# 0.45-0.57 s in chunks of 2^20.
 CHUNK = 1 << 20
 
 

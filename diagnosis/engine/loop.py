@@ -66,7 +66,7 @@ from diagnosis.engine.executor import (
     VerifyOutcome,
 )
 from diagnosis.engine.ir import CompileResult
-from diagnosis.engine.profile import DeviceSpec
+from diagnosis.engine.profile import DeviceSpec, ProfileCase
 from diagnosis.engine.proposers.base import (
     Candidate,
     CaseShape,
@@ -373,8 +373,7 @@ class _Loop:
         pct = stats.pct_sol
         if pct is None or pct < 100.0 * self.config.sol_stop_fraction:
             return False
-        sols = {c.index: c.pct_sol for c in stats.cases if c.pct_sol is not None}
-        return not (0 in sols and min(sols.values()) < COMPILE_WORST_BELOW * sols[0])
+        return _lagging_case(stats.cases) is None
 
     # -- baseline
 
@@ -693,18 +692,14 @@ class _Loop:
 
     def _compile_cases(self, parent: _Version) -> list[int] | None:
         """The input cases whose launches tiers 2 and 3 compile: case 0, and the case furthest
-        below its speed-of-light when its %SOL is under half of case 0's (None: case 0 alone).
-        Why: a kernel specializes on its arguments' divisibility by 16, so a case with odd
-        strides compiles to other code; on the H200 (run of 3eb0c9c) 01_gemm's 3000x5000x2500
-        case ran at 11 %SOL against 65 % for 4096^3, with 16-bit loads and no cp.async
-        pipelining that a compile of case 0 alone never showed."""
+        below its speed-of-light when its %SOL is under COMPILE_WORST_BELOW of case 0's (None:
+        case 0 alone). Why: a kernel specializes on its arguments' divisibility by 16, so a case
+        with odd strides compiles to other code; on the H200 (run of 3eb0c9c) 01_gemm's
+        3000x5000x2500 case ran at 11 %SOL against 65 % for 4096^3, with 16-bit loads and no
+        cp.async pipelining that a compile of case 0 alone never showed."""
         prof = self.profile_cache.get(parent.sha)
-        cases = prof.profile.cases if prof is not None and prof.profile is not None else ()
-        sols = {c.index: c.pct_sol for c in cases if c.pct_sol is not None}
-        if 0 not in sols or len(sols) < 2:
-            return None
-        worst = min(sols, key=lambda i: sols[i])
-        return [0, worst] if worst != 0 and sols[worst] < COMPILE_WORST_BELOW * sols[0] else None
+        worst = _lagging_case(prof.profile.cases if prof is not None and prof.profile is not None else ())
+        return None if worst is None else [0, worst]
 
     # -- proposing
 
@@ -988,6 +983,16 @@ def _best_pct_sol(stats: VersionStats) -> float | None:
     """The %SOL of the version's case closest to speed-of-light; None when nothing was timed."""
     pcts = [c.pct_sol for c in stats.cases if c.pct_sol is not None]
     return max(pcts) if pcts else None
+
+
+def _lagging_case(cases: Sequence[CaseTiming | ProfileCase]) -> int | None:
+    """The case furthest below speed-of-light when its %SOL is under COMPILE_WORST_BELOW of case
+    0's; None when there is none (or no case 0)."""
+    sols = {c.index: c.pct_sol for c in cases if c.pct_sol is not None}
+    if 0 not in sols:
+        return None
+    worst = min(sols, key=lambda i: sols[i])
+    return worst if sols[worst] < COMPILE_WORST_BELOW * sols[0] else None
 
 
 def _backed_families(findings: list[Finding], excluded: set[Family]) -> list[Family]:

@@ -47,28 +47,18 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import Rewrite, RuleInput, transform
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.hints import blocking_args, offsets_statements
+from diagnosis.engine.proposers.rules.pairs import LOAD_ARGS, STORE_ARGS
+from diagnosis.engine.srcmodel.read import arg
 
 # positional order of the arguments (Triton's signatures)
-ACCESS_ARGS = {
-    "tl.load": ("pointer", "mask", "other"),
-    "tl.store": ("pointer", "value", "mask"),
-}
+ACCESS_ARGS = {"tl.load": LOAD_ARGS, "tl.store": STORE_ARGS}
 
 
 @dataclass
 class _Plan:
     test: str  # `start <= n - BLOCK`
     segment: list[cst.BaseStatement]  # copied into both branches
-    accesses: dict[int, str]  # id -> `tl.load` / `tl.store` of each call whose mask goes in the full branch
-
-
-def _mask_of(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    order = ACCESS_ARGS[name]
-    for i, a in enumerate(call.args):
-        key = a.keyword.value if a.keyword is not None else (order[i] if i < len(order) else None)
-        if key == "mask":
-            return a.value
-    return None
+    unmasked: list[tuple[cst.Call, cst.Call]]  # each access whose mask goes in the full branch, without it
 
 
 def _unmasked(call: cst.Call, name: str) -> cst.Call:
@@ -108,9 +98,12 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
     runtime = set(kernel.runtime_params)
     named = blocking_args(inp, kernel)
     by_finding = any(f.args.get("blockers") for f in inp.findings if f.kernel in (None, "", kernel.name))
-    masks = {id(c): (name, _mask_of(c, name)) for name in ACCESS_ARGS for c in kernel.calls(name)}
-    keywords = {id(a.keyword) for a in cu.walk(kernel.node.body) if isinstance(a, cst.Arg) and a.keyword}
-    names = [x for x in cu.walk(kernel.node.body) if isinstance(x, cst.Name) and id(x) not in keywords]
+    masks = [
+        (c, name, arg(c, "mask", order.index("mask")))
+        for name, order in ACCESS_ARGS.items()
+        for c in kernel.calls(name)
+    ]
+    reads = cu.name_loads(kernel.node.body, bindings.target_ids)
     for offs_st, offs, block in offsets_statements(kernel, cast=True):
         if bindings.single(offs) is None:
             continue
@@ -124,18 +117,11 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
                 continue
             if by_finding and n not in named:
                 continue
-            calls = {
-                cid: name for cid, (name, m) in masks.items() if isinstance(m, cst.Name) and m.value == mask
-            }
+            calls = [(c, name) for c, name, m in masks if isinstance(m, cst.Name) and m.value == mask]
             # every read of the mask is a whole access's mask, and every masked access reads it:
             # a mask combined with another (`row_mask[:, None] & col_mask[None, :]`) stays, and a
             # copy that drops it from a store alone is a branch for nothing
-            reads = [x for x in names if x.value == mask]
-            if (
-                not calls
-                or len(reads) != len(calls) + 1
-                or any(m is not None for c, (_, m) in masks.items() if c not in calls)
-            ):
+            if not calls or reads[mask] != len(calls) or sum(m is not None for *_, m in masks) != len(calls):
                 continue
             segment = body[i + 1 :]
             first = next(j for j, s in enumerate(segment) if mask in cu.names_in(s))
@@ -146,7 +132,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput) -> _Plan
                 continue  # done already
             if not by_finding and not _odd_case(kernel, launches, inp, n):
                 continue
-            return _Plan(test, segment, calls)
+            return _Plan(test, segment, [(c, _unmasked(c, name)) for c, name in calls])
     return None
 
 
@@ -159,15 +145,6 @@ def _odd_case(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, n: s
         if launch.kernel == kernel.name
         for values in cu.launch_values(launch, kernel, timed)
     )
-
-
-class _DropMasks(cst.CSTTransformer):
-    def __init__(self, calls: dict[int, str]) -> None:
-        self.calls = calls
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> Any:
-        name = self.calls.get(id(original_node))
-        return updated_node if name is None else _unmasked(updated_node, name)
 
 
 @transform(Family.MASKING, before="aligned_copy_for_mask_bounds")
@@ -184,7 +161,7 @@ def unmasked_full_blocks(source: str, inp: RuleInput) -> Rewrite | None:
         plan = _plan(k, launches, inp) if inp.wants(k.name) else None
         if plan is None:
             continue
-        full = [s.visit(_DropMasks(plan.accesses)) for s in plan.segment]
+        full = [cu.replace_in(s, plan.unmasked) for s in plan.segment]
         branch = cst.parse_statement(f"if {plan.test}:\n    pass\nelse:\n    pass\n")
         assert isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else)
         head = plan.segment[0]
