@@ -54,6 +54,24 @@ FIX = [
         id="column-sum-keyword-launch",
     ),
     pytest.param(
+        h.variant(
+            COLSUM,
+            (
+                "@triton.jit\n",
+                "@triton.autotune(\n"
+                "    configs=[triton.Config({'BLOCK_M': bm}, num_warps=w) for bm in [64, 128, 256] for w in [4, 8]],\n"
+                "    key=['M'],\n)\n@triton.jit\n",
+            ),
+            (", BLOCK_M=256)", ")"),
+        ),
+        [
+            "    col = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)\n",
+            "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)\n",
+            "colsum_kernel[(triton.cdiv(N, 16),)](x, out, M, N, x.stride(0), BLOCK_N=16)",
+        ],
+        id="autotune-chooses-the-walked-block-its-largest-sizes-the-tile",
+    ),
+    pytest.param(
         TRANSPOSE,
         [
             "    pid = tl.program_id(axis=0) * BLOCK_N_COLS + tl.arange(0, BLOCK_N_COLS)\n    pid_mask = pid < n_cols\n",
@@ -163,12 +181,13 @@ NOOP = [
             COLSUM,
             (
                 "@triton.jit\n",
-                "@triton.autotune(configs=[triton.Config({'BLOCK_M': 256}, num_warps=4)], key=['M'])\n"
+                "SIZES = [64, 128, 256]\n\n\n"
+                "@triton.autotune(configs=[triton.Config({'BLOCK_M': bm}) for bm in SIZES], key=['M'])\n"
                 "@triton.jit\n",
             ),
             (", BLOCK_M=256)", ")"),
         ),
-        id="autotune-chooses-the-walked-block",
+        id="autotune-chooses-the-walked-block-from-configs-it-cannot-read",
     ),
 ]
 
@@ -198,6 +217,31 @@ SPLIT_FIX = [
         ],
         HEADS,
         id="digits-by-floordiv-and-mod-scalar-carry-constexpr-branches",
+    ),
+    pytest.param(
+        h.variant(
+            SCAN,
+            (
+                "@triton.jit\n",
+                "@triton.autotune(\n"
+                "    configs=[\n"
+                "        triton.Config({'BLOCK_T': BT}, num_warps=num_warps, num_stages=num_stages)\n"
+                "        for BT in [32, 64, 128, 256]\n"
+                "        for num_warps in [2, 4, 8]\n"
+                "        for num_stages in [1, 2, 3]\n"
+                "    ],\n"
+                "    key=['H', 'REVERSE'],\n"
+                ")\n"
+                "@triton.jit\n",
+            ),
+            ("BLOCK_T=128, ", ""),
+        ),
+        [
+            "    carry = tl.zeros([BLOCK_H], dtype=tl.float32)\n",
+            "running_sum_kernel[(B * triton.cdiv(H, 16),)](x, y, T, H=H, REVERSE=False, BLOCK_H=16)",
+        ],
+        HEADS,
+        id="fla-autotuned-walked-block",
     ),
     pytest.param(
         CHUNKS,

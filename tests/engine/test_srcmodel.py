@@ -153,6 +153,47 @@ def test_it_records_what_autotune_and_heuristics_supply() -> None:
     assert plain.autotuned and plain.handles == ("plain_tuned",) and plain.supplied == {"BLOCK": "autotune"}
     assert [d.decorator for d in heur.jit_decorators()] == [d.decorator for d in heur.node.decorators]
     assert list(plain.defaults) == ["BLOCK"]
+    assert tuned.tuned_values == {"BLOCK": {128, 256}} and plain.tuned_values == {"BLOCK": {64}}
+
+
+@pytest.mark.parametrize(
+    ("configs", "values", "unknown"),
+    [
+        pytest.param(
+            "[triton.Config({'BT': BT}, num_warps=w, num_stages=s) for BT in [32, 64, 128, 256]"
+            " for w in [2, 4, 8] for s in (1, 2)]",
+            {"BT": {32, 64, 128, 256}},
+            False,
+            id="fla-comprehension",
+        ),
+        pytest.param(
+            "[triton.Config({'BT': 64, 'BS': BS}, num_warps=4) for BS in [16, 32]]",
+            {"BT": {64}, "BS": {16, 32}},
+            False,
+            id="literal-and-loop-name",
+        ),
+        pytest.param("[triton.Config({'BT': bt}) for bt in SIZES]", {}, False, id="a-loop-over-a-name"),
+        pytest.param(
+            "[triton.Config({'BT': BT}) for BT in [16, 32]] + [triton.Config({'BT': 512})]",
+            {},
+            True,
+            id="a-computed-list",
+        ),
+        pytest.param("[triton.Config({'BT': 2 * BT}) for BT in [16, 32]]", {}, False, id="a-computed-value"),
+        pytest.param("[triton.Config({'BT': 32}), triton.Config({'BT': n})]", {}, False, id="one-unknown"),
+    ],
+)
+def test_it_reads_the_values_the_autotuners_configs_give(configs: str, values: dict, unknown: bool) -> None:
+    """A rule that sizes a tile from a block the autotuner chooses needs the largest it may be:
+    only where every config's value can be read."""
+    m = model_of(
+        "import triton\nimport triton.language as tl\nSIZES = [16, 32]\n"
+        f"@triton.autotune(configs={configs}, key=['T'])\n@triton.jit\n"
+        "def k(x, T, BT: tl.constexpr, BS: tl.constexpr = 16):\n    tl.store(x + tl.arange(0, BT), 1.0)\n"
+    )
+    k = m.kernels["k"]
+    assert k.tuned_values == values and k.supplied_unknown is unknown
+    assert k.supplied.get("BT") == ("autotune" if not unknown else None)
 
 
 FACTORY = """

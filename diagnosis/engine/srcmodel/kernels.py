@@ -37,6 +37,9 @@ class Kernel:
     # module-level handle `k_tuned = triton.autotune(...)(k)`), never passed by the launch
     supplied: dict[str, str] = field(default_factory=dict)
     supplied_unknown: bool = False  # an autotune whose configs cannot be read: any constexpr may be
+    # constexpr -> every value the autotuner's configs give it, where each config's can be read (an
+    # int literal, or a comprehension's name over a literal list: `for BT in [32, 64]`)
+    tuned_values: dict[str, frozenset[int]] = field(default_factory=dict)
     heuristics: dict[str, cst.BaseExpression] = field(default_factory=dict)  # constexpr -> its lambda
     handles: tuple[str, ...] = ()  # module names bound to `triton.autotune(...)(k)`
     top_level: bool = True
@@ -112,10 +115,7 @@ def find_kernels(tree: cst.Module, names: Names) -> tuple[dict[str, Kernel], lis
         if target in top:
             k = top[target]
             k.handles = (*k.handles, handle)
-            supplied, unknown = _config_keys(dec, tree, names)
-            for p in supplied:
-                k.supplied.setdefault(p, "autotune")
-            k.supplied_unknown |= unknown
+            _add_configs(k, dec, tree, names)
     return top, every
 
 
@@ -146,10 +146,7 @@ def _kernel(
             kernel.single_config = read.first_only(configs) or (
                 isinstance(configs, (cst.List, cst.Tuple)) and len(configs.elements) == 1
             )
-            supplied, unknown = _config_keys(call, module, names)
-            for p in supplied:
-                kernel.supplied.setdefault(p, "autotune")
-            kernel.supplied_unknown |= unknown
+            _add_configs(kernel, call, module, names)
         elif name == HEURISTICS and call is not None:
             table = read.arg(call, "values", 0)
             if isinstance(table, cst.Dict):
@@ -165,19 +162,33 @@ def _kernel(
     return kernel
 
 
-def _config_keys(call: cst.Call, tree: cst.Module, names: Names) -> tuple[set[str], bool]:
-    """The constexprs an autotune's configs set, and whether some config could not be read."""
+def _add_configs(kernel: Kernel, call: cst.Call, tree: cst.Module, names: Names) -> None:
+    values, unknown = _config_values(call, tree, names)
+    for p, ints in values.items():
+        kernel.supplied.setdefault(p, "autotune")
+        if ints is not None and p not in kernel.tuned_values:
+            kernel.tuned_values[p] = ints
+    kernel.supplied_unknown |= unknown
+
+
+def _config_values(
+    call: cst.Call, tree: cst.Module, names: Names
+) -> tuple[dict[str, frozenset[int] | None], bool]:
+    """The constexprs an autotune's configs set, each with the values they give it (None where
+    some cannot be read), and whether some config could not be read."""
     configs = read.arg(call, "configs", 0)
     if isinstance(configs, cst.Name):
         configs = _module_value(tree, configs.value)
     elements: list[cst.BaseExpression] = []
+    loops: dict[str, frozenset[int] | None] = {}
     if isinstance(configs, (cst.List, cst.Tuple)):
         elements = [e.value for e in configs.elements]
     elif isinstance(configs, cst.ListComp):
         elements = [configs.elt]
+        loops = _comprehension_ints(configs)
     else:
-        return set(), True
-    out: set[str] = set()
+        return {}, True
+    out: dict[str, frozenset[int] | None] = {}
     unknown = False
     for e in elements:
         if not read.is_call(e, CONFIG, "Config", names=names):
@@ -191,9 +202,29 @@ def _config_keys(call: cst.Call, tree: cst.Module, names: Names) -> tuple[set[st
             key = read.string_literal(el.key) if isinstance(el, cst.DictElement) else None
             if key is None:
                 unknown = True
-            else:
-                out.add(key)
+                continue
+            n = read.int_literal(el.value)
+            ints = frozenset({n}) if n is not None else None
+            if ints is None and isinstance(el.value, cst.Name):
+                ints = loops.get(el.value.value)
+            seen = out.get(key, frozenset())
+            out[key] = None if ints is None or seen is None else seen | ints
     return out, unknown
+
+
+def _comprehension_ints(comp: cst.ListComp) -> dict[str, frozenset[int] | None]:
+    """Each name a comprehension's `for` binds: the ints of the literal list or tuple it walks
+    (None for any other iterable, or a name bound twice)."""
+    out: dict[str, frozenset[int] | None] = {}
+    clause: cst.CompFor | None = comp.for_in
+    while clause is not None:
+        if isinstance(clause.target, cst.Name):
+            items = clause.iter.elements if isinstance(clause.iter, cst.List | cst.Tuple) else []
+            ints = [read.int_literal(e.value) for e in items]
+            known = bool(ints) and None not in ints and clause.target.value not in out
+            out[clause.target.value] = frozenset(ints) if known else None  # type: ignore[arg-type]
+        clause = clause.inner_for_in
+    return out
 
 
 def _module_value(tree: cst.Module, name: str) -> cst.BaseExpression | None:

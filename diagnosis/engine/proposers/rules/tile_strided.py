@@ -37,8 +37,9 @@ returns whose tests are the same for every lane (constexpr flags, loop counters,
 loaded per program: never p); no while or break, no existing 2-D block, subscript, dot, atomic
 or call outside the listed tl functions, no other program_id or num_programs, a name rebound
 with a different shape only as an accumulator started from a literal, `tl.zeros` or
-`tl.full`, and tiles of at most 8192 elements. An autotuned kernel is tiled when the launch,
-not the autotuner, passes the walked block.
+`tl.full`, and tiles of at most 8192 elements. A walked block the autotuner chooses counts at the
+largest value its configs give it (`for BT in [32, 64, 128, 256]`); configs that cannot be read
+leave the kernel as it is.
 """
 
 from __future__ import annotations
@@ -594,7 +595,11 @@ def _launch_int(
     launch: cu.Launch, kernel: cu.Kernel, param: str, tree: cst.Module, inp: RuleInput
 ) -> int | None:
     """The largest value a constexpr takes at the launch: a literal, a local or module name
-    bound once to one, the parameter's default, or what the shape cases give."""
+    bound once to one, the parameter's default, what the shape cases give, or the largest the
+    autotuner's configs give it."""
+    if kernel.supplied.get(param) == "autotune":
+        known = param in kernel.tuned_values and not kernel.supplied_unknown
+        return max(kernel.tuned_values[param]) if known else None
     bound = launch.bound(kernel).get(param, kernel.defaults.get(param))
     value = cu.resolve_int(bound, cu.Bindings(launch.function))
     if value is None and isinstance(bound, cst.Name):
