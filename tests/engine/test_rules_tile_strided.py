@@ -198,6 +198,25 @@ SCAN = h.source("strided_heads_scan.py")
 CHUNKS = h.source("strided_heads_chunks.py")
 HEADS = h.rule_input(h.cases_of(h.HERE / "strided_heads_chunks.py"))
 
+# fla's style: the walked block chosen by an autotuner whose configs a comprehension writes
+AUTOTUNED_SCAN = h.variant(
+    SCAN,
+    (
+        "@triton.jit\n",
+        "@triton.autotune(\n"
+        "    configs=[\n"
+        "        triton.Config({'BLOCK_T': BT}, num_warps=num_warps, num_stages=num_stages)\n"
+        "        for BT in [32, 64, 128, 256]\n"
+        "        for num_warps in [2, 4, 8]\n"
+        "        for num_stages in [1, 2, 3]\n"
+        "    ],\n"
+        "    key=['H', 'REVERSE'],\n"
+        ")\n"
+        "@triton.jit\n",
+    ),
+    ("BLOCK_T=128, ", ""),
+)
+
 SPLIT_FIX = [
     pytest.param(
         SCAN,
@@ -219,23 +238,7 @@ SPLIT_FIX = [
         id="digits-by-floordiv-and-mod-scalar-carry-constexpr-branches",
     ),
     pytest.param(
-        h.variant(
-            SCAN,
-            (
-                "@triton.jit\n",
-                "@triton.autotune(\n"
-                "    configs=[\n"
-                "        triton.Config({'BLOCK_T': BT}, num_warps=num_warps, num_stages=num_stages)\n"
-                "        for BT in [32, 64, 128, 256]\n"
-                "        for num_warps in [2, 4, 8]\n"
-                "        for num_stages in [1, 2, 3]\n"
-                "    ],\n"
-                "    key=['H', 'REVERSE'],\n"
-                ")\n"
-                "@triton.jit\n",
-            ),
-            ("BLOCK_T=128, ", ""),
-        ),
+        AUTOTUNED_SCAN,
         [
             "    carry = tl.zeros([BLOCK_H], dtype=tl.float32)\n",
             "running_sum_kernel[(B * triton.cdiv(H, 16),)](x, y, T, H=H, REVERSE=False, BLOCK_H=16)",
@@ -391,13 +394,18 @@ def test_the_tile_width_follows_the_block_from_the_shape_cases() -> None:
     assert rw is not None and "BLOCK_M=BLOCK, BLOCK_N=8)" in rw.source
 
 
-def test_tier0_leads_the_proposer_to_the_rewrite() -> None:
-    findings = run_tier0(COLSUM).findings
+@pytest.mark.parametrize(
+    ("source", "context"),
+    [
+        pytest.param(COLSUM, ProposalContext(), id="column-sum"),
+        pytest.param(AUTOTUNED_SCAN, HEADS.context, id="autotuned-heads-scan"),
+    ],
+)
+def test_tier0_leads_the_proposer_to_the_rewrite(source: str, context: ProposalContext) -> None:
+    findings = run_tier0(source).findings
     walk = [f for f in findings if f.code == "T0-STRIDED-WALK"]
-    assert [f.family for f in walk] == [Family.COALESCE]
-    cands = RulesProposer().propose(
-        COLSUM, [f for f in findings if f.family is Family.COALESCE], ProposalContext()
-    )
+    assert walk and {f.family for f in walk} == {Family.COALESCE}
+    cands = RulesProposer().propose(source, [f for f in findings if f.family is Family.COALESCE], context)
     assert [c.family for c in cands] == [Family.COALESCE]
     assert "T0-STRIDED-WALK" in cands[0].findings_addressed
     assert not [
