@@ -38,10 +38,26 @@ def compile_module(path: Path) -> CompileResult:
     return result
 
 
+# the heads scan with its walked block chosen by an fla-style autotuner (the tile tests' variant);
+# the compile job compiles its first config
+AUTOTUNED_SCAN = "autotuned_heads_scan.py"
+
+
+def case_module(tmp_path: Path, name: str) -> Path:
+    if name != AUTOTUNED_SCAN:
+        return h.HERE / name
+    from tests.engine.test_rules_tile_strided import AUTOTUNED_SCAN as source
+
+    path = tmp_path / "before" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(source)
+    return path
+
+
 def rewrite(
     tmp_path: Path, name: str, family: Family, cases: tuple[CaseShape, ...] = ()
 ) -> tuple[Path, Path]:
-    before = h.HERE / name
+    before = case_module(tmp_path, name)
     rw = apply_family(family, before.read_text(), h.rule_input(cases))
     assert rw is not None
     after = tmp_path / name
@@ -60,10 +76,12 @@ def line_of(path: Path, text: str) -> int:
         pytest.param("strided_transpose.py", "column = tl.load(", id="transpose"),
         pytest.param("strided_heads_scan.py", "vals = tl.load(", id="heads-of-a-split-program-index"),
         pytest.param("strided_heads_chunks.py", "g = tl.load(", id="heads-split-by-a-helper"),
+        pytest.param(AUTOTUNED_SCAN, "vals = tl.load(", id="heads-whose-block-an-autotuner-chooses"),
     ],
 )
 def test_the_walked_column_loads_become_vector_loads(tmp_path: Path, name: str, walked: str) -> None:
-    before, after = rewrite(tmp_path, name, Family.COALESCE, h.cases_of(h.HERE / name))
+    shapes = h.HERE / ("strided_heads_scan.py" if name == AUTOTUNED_SCAN else name)
+    before, after = rewrite(tmp_path, name, Family.COALESCE, h.cases_of(shapes))
     compiled = compile_module(before)
     [kernel] = compiled.kernels
     row = line_table(kernel)[line_of(before, walked)]
