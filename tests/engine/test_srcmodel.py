@@ -157,6 +157,23 @@ def test_it_records_what_autotune_and_heuristics_supply() -> None:
 
 
 @pytest.mark.parametrize(
+    ("handle_configs", "values"),
+    [
+        pytest.param("[triton.Config({'BT': 512})]", {"BT": {32, 64, 512}}, id="both-read: their union"),
+        pytest.param("[triton.Config({'BT': bt}) for bt in SIZES]", {}, id="one-unread: unknown"),
+    ],
+)
+def test_two_autotuners_of_one_kernel_give_the_values_of_both(handle_configs: str, values: dict) -> None:
+    m = model_of(
+        "import triton\nimport triton.language as tl\nSIZES = [16, 32]\n"
+        "@triton.autotune(configs=[triton.Config({'BT': BT}) for BT in [32, 64]], key=['T'])\n@triton.jit\n"
+        "def k(x, T, BT: tl.constexpr):\n    tl.store(x + tl.arange(0, BT), 1.0)\n"
+        f"k_tuned = triton.autotune(configs={handle_configs}, key=['T'])(k)\n"
+    )
+    assert m.kernels["k"].handles == ("k_tuned",) and m.kernels["k"].tuned_values == values
+
+
+@pytest.mark.parametrize(
     ("configs", "values", "unknown"),
     [
         pytest.param(

@@ -163,12 +163,23 @@ def _kernel(
 
 
 def _add_configs(kernel: Kernel, call: cst.Call, tree: cst.Module, names: Names) -> None:
+    """Record what one autotune (a decorator or a handle's) supplies; a constexpr some earlier
+    source supplied with values unknown stays unknown."""
     values, unknown = _config_values(call, tree, names)
     for p, ints in values.items():
+        known = kernel.tuned_values.get(p) if p in kernel.supplied else frozenset()
         kernel.supplied.setdefault(p, "autotune")
-        if ints is not None and p not in kernel.tuned_values:
-            kernel.tuned_values[p] = ints
+        merged = _union(known, ints)
+        if merged is None:
+            kernel.tuned_values.pop(p, None)
+        else:
+            kernel.tuned_values[p] = merged
     kernel.supplied_unknown |= unknown
+
+
+def _union(a: frozenset[int] | None, b: frozenset[int] | None) -> frozenset[int] | None:
+    """The values two sources give one constexpr; None (unknown) when either is."""
+    return None if a is None or b is None else a | b
 
 
 def _config_values(
@@ -207,8 +218,7 @@ def _config_values(
             ints = frozenset({n}) if n is not None else None
             if ints is None and isinstance(el.value, cst.Name):
                 ints = loops.get(el.value.value)
-            seen = out.get(key, frozenset())
-            out[key] = None if ints is None or seen is None else seen | ints
+            out[key] = _union(out.get(key, frozenset()), ints)
     return out, unknown
 
 
@@ -220,9 +230,9 @@ def _comprehension_ints(comp: cst.ListComp) -> dict[str, frozenset[int] | None]:
     while clause is not None:
         if isinstance(clause.target, cst.Name):
             items = clause.iter.elements if isinstance(clause.iter, cst.List | cst.Tuple) else []
-            ints = [read.int_literal(e.value) for e in items]
+            ints = {read.int_literal(e.value) for e in items}
             known = bool(ints) and None not in ints and clause.target.value not in out
-            out[clause.target.value] = frozenset(ints) if known else None  # type: ignore[arg-type]
+            out[clause.target.value] = frozenset(i for i in ints if i is not None) if known else None
         clause = clause.inner_for_in
     return out
 
