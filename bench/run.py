@@ -499,7 +499,10 @@ METHOD = """\
   (added after the `af00bc9` run of 2026-11-30, where host contention doubled a 27 us case;
   `runner/backends/cuda.py`); the host's per-call Python is not in the times. Each contender gets one
   untimed call first (compiles and autotuning happen there) and one discarded measurement
-  (added after the 2026-11-30 run). A candidate is
+  (added after the 2026-11-30 run). An autotuner there has its configs compiled side by side
+  in forks before it benchmarks them, and times each for 10 ms of warm-up and 30 ms of
+  repetitions where the kernel names no benchmark of its own (Triton: 25 and 100;
+  `runner/childlib/precompile.py`, `runner/childlib/launches.py`; since 2026-12-06). A candidate is
   timed against its parent *in the same process*, interleaved round-robin (`--timing-rounds`,
   2 by default, each `--warmup-ms` 10 + `--rep-ms` 40 per measurement), so the two see the same
   clocks and GPU state; PyTorch eager is timed once per case in the same process. A case

@@ -77,10 +77,18 @@ class CompileBound:
     # (kernel, config) that ran past the bound: another specialization of the same config (other
     # shapes' divisibility) is stopped at once, and the config is listed once
     _stopped: set[tuple[int, str]] = field(default_factory=set)
+    # (kernel, config) whose compile a fork of runner.childlib.precompile finished within the
+    # bound: the Triton cache holds it, so the compile in this process is not forked again
+    warm: set[tuple[int, str]] = field(default_factory=set)
 
     def applies(self, fn: Any) -> bool:
         code = getattr(getattr(fn, "fn", None), "__code__", None)
         return self.limit_s is not None and code is not None and code.co_filename in self.files
+
+    def token(self, jit: Any, constexprs: dict, options: Any) -> tuple[tuple[int, str], str]:
+        """(the key of a compile in `warm` and `_stopped`, its config in words)"""
+        config = describe_config(jit, constexprs, options)
+        return (id(jit), config), config
 
     def stop(self, kernel: str, config: str, token: tuple[int, str]) -> CompileTimeout:
         assert self.limit_s is not None
@@ -97,28 +105,53 @@ def run_bounded(compile_fn: Callable[[], Any], limit_s: float) -> bool:
     the bound and was killed. A compile that raised also returns True: the caller compiles
     again in its own process, where the error is raised with its own traceback.
     """
+    return run_forks([compile_fn], [limit_s], workers=1)[0]
+
+
+def run_forks(fns: Sequence[Callable[[], Any]], limits: Sequence[float | None], workers: int) -> list[bool]:
+    """Run each of `fns` in its own forked copy of this process, at most `workers` at a time,
+    each for at most its limit (None: no limit). Per function, as `run_bounded`: True when it
+    finished or raised, False when it was killed at its limit."""
+    finished = [True] * len(fns)
+    todo = list(range(len(fns)))
+    running: dict[int, tuple[int, float | None]] = {}  # pid -> (index, deadline)
+    while todo or running:
+        while todo and len(running) < max(1, workers):
+            i = todo.pop(0)
+            limit = limits[i]
+            running[_fork(fns[i])] = (i, None if limit is None else time.monotonic() + limit)
+        for pid, (i, deadline) in list(running.items()):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if not done and deadline is not None and time.monotonic() > deadline:
+                _kill(pid)
+                finished[i], done = False, pid
+            if done:
+                del running[pid]
+        if running:
+            time.sleep(POLL_S)
+    return finished
+
+
+def _kill(pid: int) -> None:
+    """Kill a fork and its group (ptxas with it) and reap it."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def _fork(fn: Callable[[], Any]) -> int:
     pid = os.fork()
     if pid == 0:  # the fork: compile, and leave without running anything of the parent's
         code = 0
         try:
             with contextlib.suppress(OSError):
                 os.setpgid(0, 0)  # its own group, so that ptxas goes with it
-            compile_fn()
+            fn()
         except BaseException:
             code = _EXIT_FAILED
         os._exit(code)
-    deadline = time.monotonic() + limit_s
-    while True:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return True
-        if time.monotonic() > deadline:
-            for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-                with contextlib.suppress(OSError):
-                    kill()
-            os.waitpid(pid, 0)
-            return False
-        time.sleep(POLL_S)
+    return pid
 
 
 def describe_config(jit: Any, constexprs: dict, options: Any) -> str:
@@ -135,9 +168,18 @@ def describe_config(jit: Any, constexprs: dict, options: Any) -> str:
     return ", ".join(parts)
 
 
+_active: CompileBound | None = None
+
+
+def active_bound() -> CompileBound | None:
+    """The bound in force (inside `bounded_compiles`, when it patched the launch path), if any."""
+    return _active
+
+
 @contextlib.contextmanager
 def bounded_compiles(limit_s: float | None, files: Sequence[str]) -> Iterator[CompileBound]:
     """Bound every compile of the kernels defined in `files` while the block runs."""
+    global _active
     bound = CompileBound(limit_s, frozenset(files))
     from triton import knobs
     from triton.runtime.jit import JITFunction
@@ -152,10 +194,11 @@ def bounded_compiles(limit_s: float | None, files: Sequence[str]) -> Iterator[Co
                    attrs: Any, warmup: Any) -> Any:  # fmt: skip
         if not bound.applies(self) or knobs.compilation.always_compile:
             return original(self, key, signature, device, constexprs, options, attrs, warmup)
-        config = describe_config(self, constexprs, options)
-        token = (id(self), config)
+        token, config = bound.token(self, constexprs, options)
         if token in bound._stopped:
             raise bound.stop(self.fn.__name__, config, token)
+        if token in bound.warm:
+            return original(self, key, signature, device, constexprs, options, attrs, warmup)
 
         def compile_here() -> Any:
             return original(self, key, signature, device, constexprs, options, attrs, warmup)
@@ -165,10 +208,12 @@ def bounded_compiles(limit_s: float | None, files: Sequence[str]) -> Iterator[Co
         return compile_here()  # a cache hit: the fork wrote it
 
     JITFunction._do_compile = do_compile
+    _active = bound
     try:
         yield bound
     finally:
         JITFunction._do_compile = original
+        _active = None
 
 
 def with_compile_bound(job: Job) -> Job:

@@ -35,6 +35,8 @@ from triton.compiler.compiler import make_backend
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+from runner.childlib.precompile import precompile
+
 try:  # the interpreter module imports numpy; present in every triton 3.x wheel
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:  # pragma: no cover
@@ -475,20 +477,29 @@ def record_launches(
 
 _NONE = object()
 
+# How long the autotuner times each config, in place of Triton's 25 ms of warm-up and 100 ms of
+# repetitions (`triton.testing.do_bench`'s defaults): the autotuner only ranks configs, by the
+# median of the repetitions, and the gate times the winner on its own (runner.childlib.timing).
+AUTOTUNE_WARMUP_MS = 10
+AUTOTUNE_REP_MS = 30
+AUTOTUNE_BENCH = functools.partial(triton.testing.do_bench, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS)
+
 
 def _run_unrecorded_benchmarks(tuner: Autotuner, run: Any, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
-    """The autotuner's own run, with the launches of its benchmarking left unrecorded.
+    """The autotuner's own run, with the launches of its benchmarking left unrecorded, its
+    configs compiled side by side before it benchmarks them (runner.childlib.precompile) and
+    each config timed for AUTOTUNE_REP_MS where the kernel's author did not choose a benchmark.
 
-    Why: recording a launch costs far more CPU time than the launch itself (it binds the
-    signature and reads the source), and the autotuner times each config with back-to-back
+    Why unrecorded: recording a launch costs far more CPU time than the launch itself (it binds
+    the signature and reads the source), and the autotuner times each config with back-to-back
     launches, so with every launch recorded the recorder's overhead decided which config won.
     In the H200 benchmark of 2026-11-30 the autotuned rewrite of 13_sum_dim1 measured 0.227 ms
     on a case where its parent took 0.125 ms; the same rewrite autotuned outside the recorder
     (scratch probe, same machine) took 0.052 ms against the parent's 0.120 ms.
     Only the forward's own launch, with the chosen config, is recorded.
     """
-    own = tuner.__dict__.get("_bench", _NONE)  # usually absent: the class's method
-    bench = tuner._bench
+    own = {name: tuner.__dict__.get(name, _NONE) for name in ("_bench", "prune_configs", "do_bench")}
+    bench, prune = tuner._bench, tuner.prune_configs
 
     def quiet_bench(*a: Any, **kw: Any) -> Any:
         recorder.paused += 1
@@ -497,14 +508,27 @@ def _run_unrecorded_benchmarks(tuner: Autotuner, run: Any, recorder: Recorder, a
         finally:
             recorder.paused -= 1
 
-    tuner._bench = quiet_bench
+    def prune_and_precompile(kw: dict) -> Any:
+        configs = prune(kw)
+        if len(configs) > 1:
+            recorder.paused += 1
+            try:
+                precompile(tuner, args, kw, configs)
+            finally:
+                recorder.paused -= 1
+        return configs
+
+    tuner._bench, tuner.prune_configs = quiet_bench, prune_and_precompile
+    if getattr(tuner, "_do_bench", _NONE) is None:  # triton 3.6: no do_bench, warmup or rep of its own
+        tuner.__dict__["do_bench"] = AUTOTUNE_BENCH
     try:
         return run(tuner, *args, **kwargs)
     finally:
-        if own is _NONE:
-            del tuner._bench
-        else:
-            tuner._bench = own
+        for name, value in own.items():
+            if value is _NONE:
+                tuner.__dict__.pop(name, None)
+            else:
+                tuner.__dict__[name] = value
 
 
 def _interpreting(tuner: Autotuner) -> bool:
