@@ -149,6 +149,17 @@ def _chunks(x: Any) -> Any:
     return (x[i : i + CHUNK] for i in range(0, x.numel(), CHUNK))
 
 
+def _finite(x: Any) -> bool:
+    """Whether a 1-D floating tensor is finite everywhere. A finite sum says so at once (a NaN or
+    an infinity anywhere makes it NaN or infinite), one pass where `isfinite` is two and slow on
+    16-bit types; a sum that overflowed is checked element by element."""
+    import torch
+
+    return all(
+        bool(torch.isfinite(c.sum(dtype=torch.float32))) or bool(torch.isfinite(c).all()) for c in _chunks(x)
+    )
+
+
 def compare_tensor(out: Any, ref: Any, tol: Tolerance, name: str = "output") -> Comparison:
     """Compare one output tensor with the reference's (shape, dtype, NaN/Inf parity, values)."""
     import torch
@@ -184,7 +195,7 @@ def compare_tensor(out: Any, ref: Any, tol: Tolerance, name: str = "output") -> 
     o, r = o.reshape(-1), r.reshape(-1)
     # outputs are almost always finite everywhere: then the NaN/Inf parity holds and no element
     # is left out, and the whole comparison runs in chunks (below)
-    everywhere = all(bool(torch.isfinite(c).all()) for x in (r, o) for c in _chunks(x))
+    everywhere = _finite(r) and _finite(o)
     if not everywhere:
         o, r = o.to(work), r.to(work)
         finite = torch.isfinite(r)
@@ -440,23 +451,33 @@ def unchanged_fraction(out_a: Any, out_b: Any, ref_a: Any, ref_b: Any, *, has_do
         if ra.shape != rb.shape or oa.shape != ra.shape or ob.shape != rb.shape:
             continue
         views = [t.detach().reshape(-1) for t in (oa, ob.to(oa.device), ra, rb)]
-        if ra.is_floating_point():
+        floating = ra.is_floating_point()
+        # almost always both references, and both outputs, are finite everywhere
+        refs_finite = floating and _finite(views[2]) and _finite(views[3])
+        outs_finite = all(not v.is_floating_point() or _finite(v) for v in views[:2])
+        if floating:
             tol = tolerance_for(ra.dtype, has_dot)
             squares, count = 0.0, 0  # the RMS of ref_a where both references are finite
             for ca, cb in zip(_chunks(views[2]), _chunks(views[3]), strict=True):
-                a = ca.float()[torch.isfinite(ca) & torch.isfinite(cb)]
-                squares += float(a.double().square().sum())
-                count += a.numel()
+                a = ca.float()
+                if refs_finite:
+                    count += a.numel()
+                else:
+                    both = torch.isfinite(a) & torch.isfinite(cb)
+                    a = torch.where(both, a, 0.0)
+                    count += int(both.sum())
+                squares += float(torch.linalg.vector_norm(a, dtype=torch.float64)) ** 2
             scale = math.sqrt(squares / count) if count else 1.0
         for co, cob, ca, cb in zip(*map(_chunks, views), strict=True):
-            if not ra.is_floating_point():
+            if not floating:
                 changed = ca != cb
             else:
                 a, b = ca.float(), cb.float()
-                changed = torch.isfinite(a) & torch.isfinite(b)
-                changed &= (a - b).abs() > tol.atol * (scale or 1.0) + tol.rtol * a.abs()
+                changed = (a - b).abs_() > a.abs().mul_(tol.rtol).add_(tol.atol * (scale or 1.0))
+                if not refs_finite:
+                    changed &= torch.isfinite(a) & torch.isfinite(b)
             same = co == cob
-            if co.is_floating_point():
+            if not outs_finite and co.is_floating_point():
                 same |= torch.isnan(co) & torch.isnan(cob)
             changed_total += int(changed.sum())
             unchanged_total += int((changed & same.to(changed.device)).sum())

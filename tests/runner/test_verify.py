@@ -133,6 +133,48 @@ def test_unchanged_fraction() -> None:
     assert unchanged_fraction(a, b, a, a.clone(), has_dot=False) is None  # the reference did not change
 
 
+INF, NAN = float("inf"), float("nan")
+
+
+def _unchanged_by_definition(out_a, out_b, ref_a, ref_b, tol) -> float | None:
+    """The docstring's definition, element by element in float64, for the test below."""
+    a, b = ref_a.double(), ref_b.double()
+    both = torch.isfinite(a) & torch.isfinite(b)
+    scale = float(a[both].square().mean().sqrt()) if bool(both.any()) else 1.0
+    changed = both & ((a - b).abs() > tol.atol * (scale or 1.0) + tol.rtol * a.abs())
+    same = (out_a == out_b) | (torch.isnan(out_a) & torch.isnan(out_b))
+    return None if not bool(changed.any()) else int((changed & same).sum()) / int(changed.sum())
+
+
+@pytest.mark.parametrize("chunk", [pytest.param(7, id="chunks-of-7"), pytest.param(1 << 20, id="one-chunk")])
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param({}, id="all-finite"),
+        pytest.param({"ref_a": [(3, INF), (40, NAN)], "ref_b": [(41, -INF)]}, id="references-with-inf-and-nan"),
+        pytest.param({"out_a": [(4, NAN), (6, NAN)], "out_b": [(4, NAN)]}, id="outputs-with-nan"),
+    ],
+)
+def test_unchanged_fraction_counts_by_its_definition(
+    monkeypatch: pytest.MonkeyPatch, chunk: int, where: dict[str, list[int]]
+) -> None:
+    """Its fast path (every value finite, told by one sum) and its slow one give the definition's
+    figure."""
+    monkeypatch.setattr("runner.compare.CHUNK", chunk)
+    torch.manual_seed(0)
+    ref_a = (torch.randn(100).clamp(-3, 3) * 2e4).to(torch.float16)
+    ref_b = ref_a.clone()
+    ref_b[::2] = (torch.randn(50).clamp(-3, 3) * 2e4).to(torch.float16)
+    out_a, out_b = ref_a.clone(), ref_b.clone()
+    out_b[:20] = out_a[:20]  # stayed put on 10 of the 50 changed elements
+    tensors = {"ref_a": ref_a, "ref_b": ref_b, "out_a": out_a, "out_b": out_b}
+    for name, places in where.items():
+        for place, value in places:
+            tensors[name][place] = value
+    expected = _unchanged_by_definition(out_a, out_b, ref_a, ref_b, tolerance_for(torch.float16, False))
+    assert expected is not None and 0.0 < expected < 1.0
+    assert unchanged_fraction(out_a, out_b, ref_a, ref_b, has_dot=False) == pytest.approx(expected)
+
 
 @pytest.mark.parametrize("chunk", [pytest.param(7, id="chunks-of-7"), pytest.param(1 << 20, id="one-chunk")])
 def test_the_chunked_passes_judge_as_whole_tensors_do(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
@@ -341,3 +383,14 @@ def test_without_a_parent_the_baseline_is_pytorch_eager() -> None:
     assert timing is not None and timing.baseline == "reference"
     assert timing.cases[0].speedup == pytest.approx(0.2 / 0.19)
     assert timing_comparison({"timed": False, "reason": "no device"}).verdict is TimingVerdict.UNTIMED  # type: ignore[union-attr]
+
+
+def test_finiteness_is_told_by_a_sum_and_checked_where_the_sum_overflows() -> None:
+    from runner.compare import _finite
+
+    big = torch.full((10,), 3e38)  # finite, but their float32 sum is not
+    assert _finite(big) and _finite(big.to(torch.bfloat16))
+    for value in (float("nan"), float("inf"), -float("inf")):
+        broken = big.clone()
+        broken[7] = value
+        assert not _finite(broken) and not _finite(torch.tensor([0.0, value]))
