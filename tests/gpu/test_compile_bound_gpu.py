@@ -8,6 +8,7 @@ sandbox, as the worker runs them.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -66,6 +67,12 @@ AUTOTUNED = PARENT.replace(
     "row_sum[(x.shape[0],)](x, out, x.shape[1], BLOCK=1024)", "row_sum[(x.shape[0],)](x, out, x.shape[1])"
 )
 HUGE_LAUNCH = PARENT.replace("BLOCK=1024)", "BLOCK=1 << 20)")
+# eight configs, compiled side by side in forks before the autotuner benchmarks them
+# (runner/childlib/precompile.py)
+EIGHT_CONFIGS = AUTOTUNED.replace(
+    "configs=[triton.Config({'BLOCK': 1024}, num_warps=4), triton.Config({'BLOCK': 1 << 20}, num_warps=4)]",
+    "configs=[triton.Config({'BLOCK': b}, num_warps=w) for b in (256, 512, 1024, 2048) for w in (2, 4)]",
+)
 
 
 @pytest.fixture
@@ -101,6 +108,21 @@ def test_a_launch_past_the_bound_fails_the_candidate_as_compile_timeout(
                           options={"compile_timeout_s": 20.0})  # fmt: skip
     assert not out.passed and out.kind == "compile_timeout", out.error_text
     assert "BLOCK=1048576" in out.error_text and [d.kernel for d in out.compile_dropped] == ["row_sum"]
+
+
+def test_an_autotuners_configs_compiled_in_forks_give_a_verified_candidate(
+    executor: Executor, tmp_path: Path
+) -> None:
+    parent = write(tmp_path, "parent.py", PARENT)
+    cand = write(tmp_path, "cand.py", EIGHT_CONFIGS)
+    assert "for b in (256, 512, 1024, 2048)" in EIGHT_CONFIGS
+    out = executor.verify(parent, cand, seeds=[0], time=True)
+    assert out.ok and out.passed and out.timing is not None, out.error_text
+    assert out.compile_dropped == ()
+    chosen = {c for case in out.cases for c in case.autotune_choices}
+    assert chosen and all(re.search(r"BLOCK=(256|512|1024|2048)", c) for c in chosen), chosen
+    kernels = {p.parent for p in (tmp_path / "triton-cache").rglob("row_sum.cubin")}
+    assert len(kernels) >= 8 + 1  # every config (the parent's launch besides), each compiled once
 
 
 def test_without_a_bound_nothing_forks_and_nothing_is_dropped(executor: Executor, tmp_path: Path) -> None:
