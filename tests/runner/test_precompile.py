@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 import triton
-import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.runtime import jit as triton_jit
 from triton.runtime.autotuner import Autotuner
@@ -26,16 +25,10 @@ from triton.runtime.jit import JITFunction
 from runner.childlib import compile_bound, launches
 from runner.childlib.compile_bound import CompileTimeout, bounded_compiles, run_forks
 from runner.childlib.precompile import compile_side_by_side, pending_compiles, precompile
+from tests.runner.test_compile_bound import row_sum
 
 TARGET = GPUTarget("cuda", 90, 32)
 CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 1024) for w in (2, 4)]
-
-
-@triton.jit
-def row_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
-    tl.store(out_ptr, tl.sum(x, axis=0))
 
 
 @pytest.fixture
