@@ -111,6 +111,31 @@ FLA_REVERSED = h.variant(
     ("BLOCK=1024, REVERSE=False)", "BLOCK=1024, REVERSE=True)"),
 )
 
+# fla's released style: the chunk chosen by an autotuner under heuristics (a constexpr the
+# launch never passes), the kernel reached through `.fn` of the heuristics' wrapper
+FLA_AUTOTUNED = h.variant(
+    FLA_STYLE,
+    ("@triton.jit\ndef row_cumsum_kernel(",
+     "@triton.heuristics({'REVERSE': lambda args: args['reverse'] != 0})\n"
+     "@triton.autotune(\n"
+     "    configs=[triton.Config({'BLOCK': BLOCK}, num_warps=num_warps) for BLOCK in [256, 512, 1024] for num_warps in [2, 4]],\n"
+     "    key=['n_cols'],\n"
+     ")\n"
+     "@triton.jit\ndef row_cumsum_kernel("),
+    ("scale, BLOCK: tl.constexpr, REVERSE: tl.constexpr):", "scale, reverse, BLOCK: tl.constexpr, REVERSE: tl.constexpr):"),
+    ("row_cumsum_kernel[(n_rows,)](x, out, n_cols, 1.0, BLOCK=1024, REVERSE=False)",
+     "row_cumsum_kernel[(n_rows,)](x, out, n_cols, 1.0, 0)"),
+)  # fmt: skip
+
+
+def autotuned(source: str) -> str:
+    """`source` after LAUNCH_CONFIG's autotune (the split left out): a scan autotuned over its block."""
+    skip = ("split_carried_scan",)
+    tuned = apply_family(Family.LAUNCH_CONFIG, source, RuleInput((), ProposalContext(cases=())), skip)
+    assert tuned is not None and tuned.transform == "autotune_launch_config"
+    return tuned.source
+
+
 FIX = [
     pytest.param(
         SCAN, CASES,
@@ -150,6 +175,23 @@ FIX = [
         ["    iterations = (tl.cdiv(n_cols, BLOCK) + 1) - 1\n",
          "    for chunk in tl.range(1 + first, 1 + last):\n"],
         id="a-tl-range-from-one",
+    ),
+    # an autotuned kernel: its totals keep the autotuner, its scan runs at the config it chose
+    # (two autotuners could choose two blocks, and the segments would not meet)
+    pytest.param(
+        autotuned(SCAN), CASES,
+        ["@triton.jit\ndef row_cumsum_kernel_scan(",
+         "    key=[\"n_cols\", \"n_rows\"],\n)\n@triton.jit\ndef row_cumsum_kernel_totals(",
+         "n_split = max(1, min(64, 2112 // n_rows)) if n_rows < 132 else 1\n",
+         "row_cumsum_kernel_scan[(n_rows, n_split)](x, out, n_cols, n_rows=n_rows, partials_ptr=partials, "
+         "n_split=n_split, **row_cumsum_kernel_totals.best_config.all_kwargs())\n"],
+        id="autotuned-by-its-decorator",
+    ),
+    pytest.param(
+        FLA_AUTOTUNED, CASES,
+        ["@triton.heuristics({'REVERSE': lambda args: args['reverse'] != 0})\n@triton.jit\ndef row_cumsum_kernel_scan(",
+         "n_split=n_split, **row_cumsum_kernel_totals.fn.best_config.all_kwargs())\n"],
+        id="fla-autotuned-under-heuristics",
     ),
 ]  # fmt: skip
 
@@ -196,6 +238,20 @@ NOOP = [
                  id="an-atomic"),
     pytest.param(SCAN.replace("for start in range(0, n_cols, BLOCK):", "for start in range(n_cols - BLOCK, -BLOCK, -BLOCK):"),
                  id="a-loop-counting-down"),
+    # an autotuner reached through a module handle (the copies would not be tuned) or under a
+    # wrapper whose autotuner this cannot name
+    pytest.param(h.variant(FLA_AUTOTUNED, ("@triton.heuristics({'REVERSE': lambda args: args['reverse'] != 0})\n"
+                                           "@triton.autotune(", "@triton.heuristics({'REVERSE': lambda args: args['reverse'] != 0})\n"
+                                           "@libentry()\n@triton.autotune("),
+                           ("import triton\n", "import triton\n\n\ndef libentry():\n    return lambda fn: fn\n")),
+                 id="autotuned-under-another-wrapper"),
+    pytest.param(h.variant(FLA_AUTOTUNED, ("@triton.heuristics({'REVERSE': lambda args: args['reverse'] != 0})\n"
+                                           "@triton.autotune(\n", "TUNE = dict(\n"),
+                           (")\n@triton.jit\ndef row_cumsum_kernel(", ")\n\n\n@triton.jit\ndef row_cumsum_kernel("),
+                           ("class ModelNew", "row_cumsum_tuned = triton.autotune(**TUNE)(triton.heuristics("
+                            "{'REVERSE': lambda args: args['reverse'] != 0})(row_cumsum_kernel))\n\n\nclass ModelNew"),
+                           ("row_cumsum_kernel[(n_rows,)]", "row_cumsum_tuned[(n_rows,)]")),
+                 id="autotuned-through-a-handle"),
 ]  # fmt: skip
 
 
@@ -209,16 +265,12 @@ def test_many_programs_leave_the_scan_alone() -> None:
     assert split(SCAN, many) is None
 
 
-def test_it_is_tried_before_the_autotune_which_it_cannot_split_after() -> None:
-    """An autotuned kernel is not split (its copies could pick different blocks), so the split
-    comes first among LAUNCH_CONFIG's transforms."""
+def test_it_is_tried_before_the_autotune() -> None:
+    """The split comes first among LAUNCH_CONFIG's transforms: the autotune would leave the
+    grid as few programs as it was (an autotuned scan is split too, rows above)."""
     assert transforms_for(Family.LAUNCH_CONFIG)[0] is split_carried_scan
     rw = apply_family(Family.LAUNCH_CONFIG, SCAN, RuleInput((), ProposalContext(cases=CASES)))
     assert rw is not None and rw.transform == "split_carried_scan"
-    skip = ("split_carried_scan",)
-    tuned = apply_family(Family.LAUNCH_CONFIG, SCAN, RuleInput((), ProposalContext(cases=())), skip)
-    assert tuned is not None and tuned.transform == "autotune_launch_config"
-    assert split(tuned.source) is None  # once autotuned, the scan is not split
 
 
 # one program per column walking down the rows: loads strided by n_cols (COALESCE's tiled walk

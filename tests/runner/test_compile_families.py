@@ -191,3 +191,22 @@ def test_the_split_loop_fills_the_device_and_combines_on_the_original_grid(tmp_p
     width = max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(kernel).values())
     assert width == 64  # 256 columns over 128 threads: two floats a thread
     assert max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(partials).values()) == width
+
+
+def test_an_autotuned_scans_segments_run_at_the_config_its_totals_chose(tmp_path: Path) -> None:
+    """fla's released global cumsum style: the chunk BLOCK chosen by an autotuner under
+    heuristics. The compile job launches an autotuned kernel at its first config; the scan copy,
+    not autotuned, takes that config from the totals' autotuner (`.fn.best_config`): the same
+    BLOCK and warps, so both walk the same segments."""
+    from tests.engine.test_rules_split_scan import CASES, FLA_AUTOTUNED, split
+
+    after = tmp_path / "fla_autotuned_scan.py"
+    after.write_text(split(FLA_AUTOTUNED, CASES) or "")
+    totals, scan = compile_module(after).kernels
+    assert (totals.name, scan.name) == ("row_cumsum_kernel_totals", "row_cumsum_kernel_scan")
+
+    def block(kernel: object) -> int:
+        return next(a.value for a in kernel.args if a.name == "BLOCK")  # type: ignore[attr-defined]
+
+    assert block(totals) == block(scan) == 256 and totals.num_warps == scan.num_warps == 2
+    assert totals.grid == scan.grid and totals.grid[1] > 1  # the split axis

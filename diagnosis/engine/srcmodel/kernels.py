@@ -61,6 +61,20 @@ class Kernel:
         keep = {JIT, HEURISTICS} if keep_heuristics else {JIT}
         return [d for d in self.node.decorators if read.dotted(read.decorator_target(d), self.names) in keep]
 
+    def autotune_decorators(self) -> list[cst.Decorator]:
+        """Its `@triton.autotune(...)` decorators (a handle's autotune is not among them)."""
+        return [d for d in self.node.decorators if read.dotted(read.decorator_target(d), self.names) == AUTOTUNE]
+
+    @property
+    def autotuner_path(self) -> str | None:
+        """How its autotuner is reached from its name: "" when `@triton.autotune` is the outermost
+        decorator, one `.fn` for each `@triton.heuristics` above it; None without one decorator
+        autotune, or with anything else above it."""
+        if self.decorators.count(AUTOTUNE) != 1 or self.handles:
+            return None
+        outer = self.decorators[: self.decorators.index(AUTOTUNE)]
+        return ".fn" * len(outer) if all(d == HEURISTICS for d in outer) else None
+
     def calls(self, *wanted: str) -> list[cst.Call]:
         return [n for n in read.walk(self.node.body) if read.is_call(n, *wanted, names=self.names)]
 

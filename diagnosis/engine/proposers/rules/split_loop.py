@@ -137,12 +137,15 @@ def _calls_a_writer(kernel: cu.Kernel, writers: set[str], sp: Spelling) -> bool:
     )
 
 
-def splittable_launch(kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling) -> tuple[cu.Launch, int] | None:
+def splittable_launch(
+    kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, tuned: bool = False
+) -> tuple[cu.Launch, int] | None:
     """(the launch, its grid's rank) for a kernel launched once, as a whole statement, not
-    autotuned, on a grid of rank 1 or 2 that is not one program (TWO_STAGE's) and is no
-    reduction's second stage."""
+    autotuned (with `tuned`: or autotuned by its own decorator, under heuristics at most), on a grid
+    of rank 1 or 2 that is not one program (TWO_STAGE's) and is no reduction's second stage."""
     mine = [lc for lc in launches if lc.kernel == kernel.name]
-    if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args or kernel.autotuned:
+    tuning = kernel.autotuned and not (tuned and kernel.autotuner_path is not None)
+    if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args or tuning:
         return None
     launch = mine[0]
     axes = cu.grid_axes(launch, kernel)
@@ -515,6 +518,9 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
     second = (first if stages.second_split else call).with_changes(
         func=(first.func if stages.second_split else call.func).with_changes(value=cst.Name(stage2))
     )
+    # an autotuned kernel's second copy walks what its first walked: the config that one chose
+    path = s.kernel.autotuner_path
+    tuned = [("**", f"{stage1}{path}.best_config.all_kwargs()")] if s.kernel.autotuned and path is not None else []
     comment = cst.EmptyLine(comment=cst.Comment(lines[0]))
     count_line = cu.stmt(s.sp.write(lines[1])).with_changes(
         leading_lines=[comment] if g_line is not None else [*statement.leading_lines, comment]
@@ -528,7 +534,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
             [
                 cu.stmt(s.sp.write(lines[2])),
                 statement.with_changes(body=[cst.Expr(add_kwargs(first, extra))], leading_lines=[]),
-                statement.with_changes(body=[cst.Expr(add_kwargs(second, extra))], leading_lines=[]),
+                statement.with_changes(body=[cst.Expr(add_kwargs(second, [*extra, *tuned]))], leading_lines=[]),
             ]
         ),
         orelse=cst.Else(cst.IndentedBlock([kept.with_changes(leading_lines=[])])),

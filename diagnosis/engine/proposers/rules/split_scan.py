@@ -4,9 +4,13 @@ chunks before it), is split along that loop into contiguous segments over a new 
 first launch stores each segment's total; the second runs the kernel on every segment with its
 carry starting from the totals of the segments before it.
 
-Matches a kernel launched as split_loop requires (once, as a whole statement, not autotuned, on
-a grid of rank 1 or 2 that is not one program, with few programs: T1-FEW-PROGRAMS medium or
-high, or the shapes; program axes below the grid's rank; no jit helper that writes memory).
+Matches a kernel launched as split_loop requires (once, as a whole statement, on a grid of rank
+1 or 2 that is not one program, with few programs: T1-FEW-PROGRAMS medium or high, or the
+shapes; program axes below the grid's rank; no jit helper that writes memory), autotuned or not:
+an autotune by the kernel's own decorator, under `@triton.heuristics` at most, is kept on the
+totals copy, and the scan copy runs at the config it chose (`<name>_totals.best_config`, through
+`.fn` of each heuristics wrapper): two autotuners could choose two chunk sizes, and segments of
+so many iterations would then cover different elements. fla releases its global cumsum so.
 Its body holds one loop, a top-level `for v in range(...)`, the kernel's last statement (no
 other loop, no `return`, `break` or `continue`), with:
 
@@ -77,7 +81,7 @@ WRITES = ("tl.store", "tl.atomic_", "tl.device_print", "tl.device_assert", "tl.d
 def _match(
     kernel: cu.Kernel, launches: list[cu.Launch], sp: Spelling, inp: RuleInput, writers: set[str]
 ) -> _Split | None:
-    launched = splittable_launch(kernel, launches, sp)
+    launched = splittable_launch(kernel, launches, sp, tuned=True)
     if launched is None:
         return None
     launch, rank = launched
@@ -320,6 +324,9 @@ def _scan_kernel(s: _Split, name: str, buf: str, n_split: str) -> cst.FunctionDe
     )
     loop = s.loop.with_changes(iter=seg.iter, leading_lines=[cst.EmptyLine(indent=False)])
     fn = cu.replace_in(s.kernel.node, [(s.loop, cst.FlattenSentinel([*head, loop]))])
+    # an autotuned kernel's scan runs at the config its totals' autotuner chose (split_loop._plan)
+    tuned = {cu.code(d) for d in s.kernel.autotune_decorators()}
+    fn = fn.with_changes(decorators=[d for d in fn.decorators if cu.code(d) not in tuned])
     return _renamed(s, fn, name, buf, n_split)
 
 

@@ -258,12 +258,13 @@ def read_grid(launch: cu.Launch) -> Grid | None:
 
 
 def add_kwargs(call: cst.Call, kwargs: Sequence[tuple[str, str]]) -> cst.Call:
-    """`call` with `name=value` arguments appended, in the call's layout: one argument per line
-    stays so, and a line break before the closing parenthesis stays before it."""
+    """`call` with `name=value` arguments appended (`**value` for the name "**"), in the call's
+    layout: one argument per line stays so, and a line break before the closing parenthesis
+    stays before it."""
     if not kwargs:
         return call
     args = list(call.args)
-    new = [cu.keyword_arg(k, cu.expr(v)) for k, v in kwargs]
+    new = [cst.Arg(cu.expr(v), star="**") if k == "**" else cu.keyword_arg(k, cu.expr(v)) for k, v in kwargs]
     if args:
         last = args[-1]
         sep = _separator(last.comma, args[-2].comma if len(args) > 1 else None)
