@@ -510,12 +510,8 @@ def _run_unrecorded_benchmarks(tuner: Autotuner, run: Any, recorder: Recorder, a
 
     def prune_and_precompile(kw: dict) -> Any:
         configs = prune(kw)
-        if len(configs) > 1:
-            recorder.paused += 1
-            try:
-                precompile(tuner, args, kw, configs)
-            finally:
-                recorder.paused -= 1
+        if len(configs) > 1:  # its launches are warm-ups: nothing to record, nothing runs
+            precompile(tuner, args, kw, configs)
         return configs
 
     tuner._bench, tuner.prune_configs = quiet_bench, prune_and_precompile
