@@ -487,7 +487,7 @@ AUTOTUNE_BENCH = functools.partial(triton.testing.do_bench, warmup=AUTOTUNE_WARM
 
 def _run_unrecorded_benchmarks(tuner: Autotuner, run: Any, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
     """The autotuner's own run, with the launches of its benchmarking left unrecorded, its
-    configs compiled side by side before it benchmarks them (runner.childlib.precompile) and
+    configs compiled side by side before its first benchmark (runner.childlib.precompile) and
     each config timed for AUTOTUNE_REP_MS where the kernel's author did not choose a benchmark.
 
     Why unrecorded: recording a launch costs far more CPU time than the launch itself (it binds
@@ -500,21 +500,24 @@ def _run_unrecorded_benchmarks(tuner: Autotuner, run: Any, recorder: Recorder, a
     """
     own = {name: tuner.__dict__.get(name, _NONE) for name in ("_bench", "prune_configs", "do_bench")}
     bench, prune = tuner._bench, tuner.prune_configs
+    to_compile: list[Any] = []  # the configs about to be benchmarked, until the first benchmark
 
-    def quiet_bench(*a: Any, **kw: Any) -> Any:
+    def quiet_bench(*a: Any, config: Any, **kw: Any) -> Any:
+        if to_compile:  # benchmarking starts (no cached timings): compile them all first
+            precompile(tuner, a, kw, to_compile)  # warm-ups: nothing recorded, nothing runs
+            to_compile.clear()
         recorder.paused += 1
         try:
-            return bench(*a, **kw)
+            return bench(*a, config=config, **kw)
         finally:
             recorder.paused -= 1
 
-    def prune_and_precompile(kw: dict) -> Any:
+    def pruned(kw: dict) -> Any:
         configs = prune(kw)
-        if len(configs) > 1:  # its launches are warm-ups: nothing to record, nothing runs
-            precompile(tuner, args, kw, configs)
+        to_compile[:] = configs if len(configs) > 1 else []
         return configs
 
-    tuner._bench, tuner.prune_configs = quiet_bench, prune_and_precompile
+    tuner._bench, tuner.prune_configs = quiet_bench, pruned
     if getattr(tuner, "_do_bench", _NONE) is None:  # triton 3.6: no do_bench, warmup or rep of its own
         tuner.__dict__["do_bench"] = AUTOTUNE_BENCH
     try:

@@ -146,3 +146,31 @@ def test_the_autotuner_times_each_config_briefly_unless_the_kernel_chose_its_ben
     chosen = Autotuner(row_sum, row_sum.arg_names, CONFIGS, ["n"], None, None, do_bench=own)
     launches._run_unrecorded_benchmarks(chosen, run, recorder, ARGS, LAUNCH)
     assert seen["do_bench"] is own
+
+
+@pytest.mark.parametrize("benchmarks", [True, False], ids=["benchmarked", "timings-from-the-disk-cache"])
+def test_the_configs_are_compiled_once_before_the_first_benchmark_and_only_then(
+    benchmarks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Autotuner.run prunes, then benchmarks unless its timings come from the disk cache
+    (`cache_results`): the side-by-side compiles wait for the first benchmark."""
+    events: list[object] = []
+    monkeypatch.setattr(
+        launches, "precompile", lambda t, a, kw, configs: events.append(("precompile", len(configs)))
+    )
+    t = Autotuner(
+        row_sum, row_sum.arg_names, CONFIGS, ["n"], None, None, do_bench=lambda fn, quantiles: [1.0] * 3
+    )
+    monkeypatch.setattr(
+        t, "_bench", lambda *a, config, **kw: events.append(("bench", config.kwargs["BLOCK"]))
+    )
+
+    def run(tuner: Autotuner, *args: object, **kwargs: object) -> None:  # Autotuner.run's order
+        configs = tuner.prune_configs(kwargs)
+        if benchmarks:
+            for config in configs:
+                tuner._bench(*args, config=config, **kwargs)
+
+    launches._run_unrecorded_benchmarks(t, run, SimpleNamespace(paused=0), ARGS, LAUNCH)
+    expected = [("precompile", 4), ("bench", 256), ("bench", 256), ("bench", 1024), ("bench", 1024)]
+    assert events == (expected if benchmarks else [])
