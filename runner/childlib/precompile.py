@@ -106,17 +106,15 @@ def compile_side_by_side(pending: Sequence[Pending], most: int | None = None) ->
     the compile bound's limit where it applies; True where it finished, as `run_forks`."""
     compile_fn = inspect.unwrap(JITFunction._do_compile)  # the JIT's own, not the bound's fork
     bound = active_bound()
-    bounded = [bound is not None and bound.applies(p.jit) for p in pending]
-    limits = [bound.limit_s if b and bound is not None else None for b in bounded]
+    limits = [bound.limit_s if bound is not None and bound.applies(p.jit) else None for p in pending]
     finished = run_forks([_call(compile_fn, p) for p in pending], limits, most or workers())
-    if bound is not None:
-        for p, b, done in zip(pending, bounded, finished, strict=True):
-            if b:
-                token, config = bound.token(p.jit, p.constexprs, p.options)
-                if done:
-                    bound.warm.add(token)
-                else:
-                    bound.stop(p.jit.fn.__name__, config, token)
+    for p, limit, done in zip(pending, limits, finished, strict=True):
+        if bound is not None and limit is not None:
+            token, config = bound.token(p.jit, p.constexprs, p.options)
+            if done:
+                bound.warm.add(token)
+            else:
+                bound.stop(p.jit.fn.__name__, config, token)
     return finished
 
 

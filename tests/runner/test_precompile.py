@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,7 +33,7 @@ CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 1024) for w i
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     from triton import knobs
 
     monkeypatch.setattr(knobs.cache, "dir", str(tmp_path / "cache"))
