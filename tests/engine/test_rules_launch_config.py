@@ -580,6 +580,67 @@ def test_a_computed_loop_step_is_correct_for_every_config(tmp_path: Path) -> Non
     assert r["configs"] == 8
 
 
+WIDE_ROWS = tuple(CaseShape(i, ((64, n),), ("float32",)) for i, n in enumerate((1000, 4096, 30000)))
+WIDE_TILES = ('{"BLOCK": 4096}, num_warps=16', '{"BLOCK": 16384}, num_warps=16')
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        pytest.param("for start in range(0, n, BLOCK):", id="stepped-by-the-block"),
+        pytest.param("for i in range(tl.cdiv(n, BLOCK)):\n        start = i * BLOCK", id="count-by-cdiv"),
+        # flag_gems' argmax: the full tiles counted apart (its remainder is the next tile, masked)
+        pytest.param("steps = (n + BLOCK - 1) // BLOCK\n    for i in range(0, steps):\n        start = i * BLOCK",
+                     id="count-through-a-local"),
+    ],
+)  # fmt: skip
+def test_a_loop_along_the_row_also_gets_a_tile_that_holds_each_row(loop: str) -> None:
+    """flag_gems sizes its softmax and argmax tiles by the row (one step, or its one-tile path);
+    their first conversions, tuned over 64-512 elements around the literal, stayed at 66 and 57
+    %SOL on the H200 where the library's own reached 79 and 78. Past that neighbourhood the
+    space gets each case's row rounded up to a power of two, at most MAX_BLOCK (30000 -> 16384),
+    on 16 warps from 4096 up; a row already inside it (1000 -> 1024) adds nothing."""
+    kernel = STEP_KERNEL.replace("for start in range(0, n, BLOCK):", loop)
+    before = HEADER + kernel + wrapper("""
+rows, n = x.shape
+out = torch.empty_like(x)
+scale_kernel[(rows,)](x, out, n, BLOCK=256)
+return out
+""")
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input(WIDE_ROWS))
+    assert rw is not None
+    configs = re.findall(r'triton\.Config\(\{"BLOCK": (\d+)\}, num_warps=(\d+)\)', rw.source)
+    assert configs[-2:] == [("4096", "16"), ("16384", "16")]
+    assert ("1024", "4") in configs and ("2048", "8") not in configs
+    without_cases = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
+    assert without_cases is not None and not any(t in without_cases.source for t in WIDE_TILES)
+
+
+def test_the_row_tiles_are_correct_at_every_config(tmp_path: Path) -> None:
+    rw = apply_family(Family.LAUNCH_CONFIG, h.source("softmax_loops.py"), h.rule_input(WIDE_ROWS))
+    assert rw is not None
+    assert '"BLOCK_SIZE": 4096}, num_warps=16' in rw.source and '"BLOCK_SIZE": 16384}, num_warps=16' in rw.source
+    path = tmp_path / "softmax_loops.py"
+    path.write_text(rw.source)
+    r = h.interp_check([path])[str(path)]
+    assert r["ok"], r["message"]
+    assert r["configs"] == 10
+
+
+def test_a_2d_tiles_axis_and_a_loop_not_along_a_parameter_get_no_row_tiles() -> None:
+    tiled = apply_family(Family.LAUNCH_CONFIG, st.source("chunk_mean_fla.py"), h.rule_input(WIDE_ROWS))
+    assert tiled is not None and "num_warps=16" not in tiled.source
+    fixed = STEP_KERNEL.replace("range(0, n, BLOCK)", "range(0, 4 * BLOCK, BLOCK)")
+    before = HEADER + fixed + wrapper("""
+rows, n = x.shape
+out = torch.empty_like(x)
+scale_kernel[(rows,)](x, out, n, BLOCK=256)
+return out
+""")
+    rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input(WIDE_ROWS))
+    assert rw is not None and "num_warps=16" not in rw.source
+
+
 def test_one_axis_of_a_2d_tile_also_gets_smaller_tiles_on_fewer_warps() -> None:
     """fla's chunk mean tiles [BT, BD] with BT fixed by the chunk: halving and quartering BD on
     two warps makes more programs of less work, which a 1-D loop's block does not get."""

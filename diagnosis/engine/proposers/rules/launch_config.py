@@ -183,7 +183,9 @@ def _gemm_configs(
     ]
 
 
-def _tiled_configs(tuned: dict[str, int], tile_axes: set[str] = frozenset()) -> list[str]:
+def _tiled_configs(
+    tuned: dict[str, int], tile_axes: set[str] = frozenset(), row_tiles: Collection[int] = ()
+) -> list[str]:
     names = list(tuned)
     if len(names) == 1:
         (name,) = names
@@ -194,7 +196,9 @@ def _tiled_configs(tuned: dict[str, int], tile_axes: set[str] = frozenset()) -> 
                 for w in (4, 8):
                     out.append(_config({name: b}, w))
         if name not in tile_axes:
-            return out[:MAX_CONFIGS]
+            # tiles that walk a case's whole row in one step, past the neighbourhood above
+            wide = [_config({name: b}, _row_tile_warps(b)) for b in sorted(row_tiles) if b > v * 4]
+            return out[:MAX_CONFIGS] + wide
         # one axis of a 2-D tile whose other axes stay fixed: the converted block is as likely
         # too big as too small, and smaller tiles on fewer warps make more programs of less work
         for b, w in ((v, 2), (v // 2, 2), (v // 4, 2), (v // 4, 4)):
@@ -225,7 +229,42 @@ def _block_space(
     if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
         (name,) = tuned
         return "elementwise", [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
-    return "tiled", _tiled_configs(tuned, _tile_axes(kernel))
+    return "tiled", _tiled_configs(tuned, _tile_axes(kernel), _row_tiles(kernel, tuned, values))
+
+
+def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
+    """Runtime parameters whose extent a loop walks in steps of `block`: those its range reads
+    together with the block, through the locals it is computed from (`range(0, n, BLOCK)`,
+    `range(tl.cdiv(n, BLOCK))`, flag_gems' `range(0, prev_multiple_of(N, TILE_N), TILE_N)` and
+    `range(0, N // TILE_N)`)."""
+    bindings = cu.Bindings(kernel.node)
+    out: set[str] = set()
+    for loop in cu.walk(kernel.node.body):
+        if not isinstance(loop, cst.For) or not cu.is_call(loop.iter, "range", "tl.range", names=kernel.names):
+            continue
+        names = {n for part in cu.closure(loop.iter, bindings, set()) for n in cu.names_in(part)}
+        if block in names:
+            out |= {p for p in names if p in kernel.params and p not in kernel.constexprs}
+    return out
+
+
+def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, Any]]) -> list[int]:
+    """For one tuned block that steps a loop along a row: the power of two that holds each
+    case's row (at most MAX_BLOCK), so the walk can be one step. Where the kernel has a path
+    for a row in one tile (flag_gems' `ONE_TILE_PER_CTA`, read from the block the autotuner
+    picked) that path runs; else the loop takes one iteration. On the H200, flag_gems' own
+    softmax and argmax, which size the tile by the row, ran at 79 and 78 %SOL where their
+    first conversions tuned over 64-512 elements reached 66 and 57."""
+    if len(tuned) != 1:
+        return []
+    (name,) = tuned
+    rows = [vals.get(p) for p in _row_extents(kernel, name) for vals in values]
+    return sorted({min(1 << (n - 1).bit_length(), MAX_BLOCK) for n in rows if isinstance(n, int) and n > 1})
+
+
+def _row_tile_warps(block: int) -> int:
+    """Warps for a tile of `block` elements: about 16 elements a thread from 2048 up."""
+    return 4 if block < 2048 else 8 if block < 4096 else 16
 
 
 def _read_back(kernel: cu.Kernel, launch: cu.Launch, loads: set[str], stores: set[str]) -> list[str]:
