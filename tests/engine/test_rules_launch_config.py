@@ -584,6 +584,16 @@ WIDE_ROWS = tuple(CaseShape(i, ((64, n),), ("float32",)) for i, n in enumerate((
 WIDE_TILES = ('{"BLOCK": 4096}, num_warps=16', '{"BLOCK": 16384}, num_warps=16')
 
 
+def _row_scale(kernel: str) -> str:
+    """`kernel` (scale_kernel's signature) launched once per row with a literal block of 256."""
+    return HEADER + kernel + wrapper("""
+rows, n = x.shape
+out = torch.empty_like(x)
+scale_kernel[(rows,)](x, out, n, BLOCK=256)
+return out
+""")
+
+
 @pytest.mark.parametrize(
     "loop",
     [
@@ -600,13 +610,7 @@ def test_a_loop_along_the_row_also_gets_a_tile_that_holds_each_row(loop: str) ->
     %SOL on the H200 where the library's own reached 79 and 78. Past that neighbourhood the
     space gets each case's row rounded up to a power of two, at most MAX_BLOCK (30000 -> 16384),
     on 16 warps from 4096 up; a row already inside it (1000 -> 1024) adds nothing."""
-    kernel = STEP_KERNEL.replace("for start in range(0, n, BLOCK):", loop)
-    before = HEADER + kernel + wrapper("""
-rows, n = x.shape
-out = torch.empty_like(x)
-scale_kernel[(rows,)](x, out, n, BLOCK=256)
-return out
-""")
+    before = _row_scale(STEP_KERNEL.replace("for start in range(0, n, BLOCK):", loop))
     rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input(WIDE_ROWS))
     assert rw is not None
     configs = re.findall(r'triton\.Config\(\{"BLOCK": (\d+)\}, num_warps=(\d+)\)', rw.source)
@@ -630,13 +634,7 @@ def test_the_row_tiles_are_correct_at_every_config(tmp_path: Path) -> None:
 def test_a_2d_tiles_axis_and_a_loop_not_along_a_parameter_get_no_row_tiles() -> None:
     tiled = apply_family(Family.LAUNCH_CONFIG, st.source("chunk_mean_fla.py"), h.rule_input(WIDE_ROWS))
     assert tiled is not None and "num_warps=16" not in tiled.source
-    fixed = STEP_KERNEL.replace("range(0, n, BLOCK)", "range(0, 4 * BLOCK, BLOCK)")
-    before = HEADER + fixed + wrapper("""
-rows, n = x.shape
-out = torch.empty_like(x)
-scale_kernel[(rows,)](x, out, n, BLOCK=256)
-return out
-""")
+    before = _row_scale(STEP_KERNEL.replace("range(0, n, BLOCK)", "range(0, 4 * BLOCK, BLOCK)"))
     rw = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input(WIDE_ROWS))
     assert rw is not None and "num_warps=16" not in rw.source
 
