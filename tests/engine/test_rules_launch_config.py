@@ -985,6 +985,15 @@ STYLES = [
     st.row(st.source("softmax_liger.py").replace("X_row_stride, n_cols, BLOCK", "X_row_stride, n_cols: tl.constexpr, BLOCK"),
            "softmax_liger.py", ["triton.Config({}, num_warps=16)", 'key=["n_cols", "n_rows"]'],
            ["num_warps=num_warps"], id="row-length-as-a-constexpr-is-the-key"),
+    # liger's swiglu: a float scalar passed as `float(gate)` beside the constexpr row length is
+    # no size; the row length is the key, whatever else the launch passes
+    st.row(st.source("softmax_liger.py")
+           .replace("X_row_stride, n_cols, BLOCK", "X_row_stride, gate, n_cols: tl.constexpr, BLOCK")
+           .replace("    y = e / d\n", "    y = e / d * gate\n")
+           .replace("def _softmax_forward(x):", "def _softmax_forward(x, gate=1.0):")
+           .replace("        x2d.stride(0),\n        n_cols,", "        x2d.stride(0),\n        float(gate),\n        n_cols,"),
+           "softmax_liger.py", ['key=["n_cols", "n_rows"]', "        float(gate),\n        n_cols,\n"],
+           ['key=["gate"'], id="float-scalar-beside-a-constexpr-row-length-is-no-key"),
     # a grid axis that is a product: D joins the key as it is passed, NT (a local) is passed for
     # the key under a name the kernel's own `NT = tl.cdiv(T, BT)` does not hide; one per line
     st.row(st.source("chunk_mean_fla.py"), "chunk_mean_fla.py",

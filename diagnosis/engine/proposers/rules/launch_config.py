@@ -456,6 +456,8 @@ def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> 
             bound[p].attr.value.lower()
         ):
             continue
+        if cu.is_call(bound[p], "float"):  # liger's `float(gate_multiplier)`: a scalar, not a size
+            continue
         vals = [v.get(p) for v in values]
         if any(isinstance(v, (cu.TensorValue, float)) for v in vals):
             continue
@@ -741,7 +743,8 @@ def _plan(
             tuned[c] = LOOP_BLOCK
             if isinstance(bound[c].value, cst.Name):
                 names[bound[c].value.value] = c
-    key = _key(kernel, launch, values) or _constexpr_sizes(kernel, launch, values, blocks)
+    sizes = _constexpr_sizes(kernel, launch, values, blocks)
+    key = _key(kernel, launch, values) or sizes
     if not key:
         return None
     plan = Plan(kernel, launch, "", tuned, [], key)
@@ -755,6 +758,9 @@ def _plan(
     if outside is None or (outside[0] and not _add_key_args(plan, outside[0])):
         return None  # the autotuner could not tell apart problems the grid tells apart
     plan.key += outside[1]
+    # beside runtime sizes, a constexpr that differs between the cases is one too (a row length
+    # passed as a constexpr beside a runtime count; not GROUP_SIZE_M=8)
+    plan.key += [c for c in sizes if c not in plan.key and len({v.get(c) for v in values}) > 1]
     if not tuned:
         if not rowwise:
             return None
