@@ -184,8 +184,9 @@ def _gemm_configs(
 
 
 def _tiled_configs(
-    tuned: dict[str, int], tile_axes: set[str] = frozenset(), row_tiles: Collection[int] = ()
+    tuned: dict[str, int], tile_axes: set[str] = frozenset(), row_tiles: dict[str, list[int]] | None = None
 ) -> list[str]:
+    row_tiles = row_tiles or {}
     names = list(tuned)
     if len(names) == 1:
         (name,) = names
@@ -197,7 +198,7 @@ def _tiled_configs(
                     out.append(_config({name: b}, w))
         if name not in tile_axes:
             # tiles that walk a case's whole row in one step, past the neighbourhood above
-            wide = [_config({name: b}, _row_tile_warps(b)) for b in sorted(row_tiles) if b > v * 4]
+            wide = [_config({name: b}, _row_tile_warps(b)) for b in row_tiles.get(name, ()) if b > v * 4]
             return out[:MAX_CONFIGS] + wide
         # one axis of a 2-D tile whose other axes stay fixed: the converted block is as likely
         # too big as too small, and smaller tiles on fewer warps make more programs of less work
@@ -216,7 +217,15 @@ def _tiled_configs(
             continue
         warps = 4 if x * y <= 4096 else 8
         out.append(_config({a: x, b: y, **rest}, warps))
-    return out[:MAX_CONFIGS]
+    # a tile of rows x a chunk of each row, the chunk stepping a loop along the row: one row a
+    # program, the chunk its whole row (the rows a program holds then fit L2 for a second pass)
+    wide = [
+        _config({a: 1, b: t, **rest} if row == b else {a: t, b: 1, **rest}, _row_tile_warps(t))
+        for row in (a, b)
+        for t in row_tiles.get(row, ())
+        if t > tuned[row] * 4
+    ]
+    return out[:MAX_CONFIGS] + wide
 
 
 def _block_space(
@@ -248,18 +257,28 @@ def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
     return out
 
 
-def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, Any]]) -> list[int]:
-    """For one tuned block that steps a loop along a row: the power of two that holds each
-    case's row (at most MAX_BLOCK), so the walk can be one step. Where the kernel has a path
-    for a row in one tile (flag_gems' `ONE_TILE_PER_CTA`, read from the block the autotuner
-    picked) that path runs; else the loop takes one iteration. On the H200, flag_gems' own
-    softmax and argmax, which size the tile by the row, ran at 79 and 78 %SOL where their
-    first conversions tuned over 64-512 elements reached 66 and 57."""
-    if len(tuned) != 1:
-        return []
-    (name,) = tuned
-    rows = [vals.get(p) for p in _row_extents(kernel, name) for vals in values]
-    return sorted({min(1 << (n - 1).bit_length(), MAX_BLOCK) for n in rows if isinstance(n, int) and n > 1})
+def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Tuned block -> the power of two that holds each case's row (at most MAX_BLOCK), for a
+    block that steps a loop along a row, so the walk can be one step: the one block tuned, or
+    of two the one on the tile's last axis (`offs[None, :]`, the axis a thread's elements run
+    along) while the other sizes the first. Where the kernel has a path for a row in one tile
+    (flag_gems' `ONE_TILE_PER_CTA`, read from the block the autotuner picked) that path runs;
+    else the loop takes one iteration. On the H200, flag_gems' own softmax and argmax, which
+    size the tile by the row, ran at 79 and 78 %SOL where their first conversions tuned over
+    64-512 elements reached 66 and 57."""
+    names = list(tuned)
+    if len(names) == 2:
+        first, last = _tile_axis_blocks(kernel)
+        names = [n for n in names if n in last and n not in first and set(tuned) - {n} <= first]
+    elif len(names) != 1:
+        return {}
+    out = {}
+    for name in names:
+        rows = [vals.get(p) for p in _row_extents(kernel, name) for vals in values]
+        tiles = sorted({min(1 << (n - 1).bit_length(), MAX_BLOCK) for n in rows if isinstance(n, int) and n > 1})
+        if tiles:
+            out[name] = tiles
+    return out
 
 
 def _row_tile_warps(block: int) -> int:
@@ -326,6 +345,32 @@ def _tile_axes(kernel: cu.Kernel) -> set[str]:
                 if cu.is_call(c, "tl.arange", names=kernel.names) and c.args
             }
     return out & set(kernel.constexprs)
+
+
+def _tile_axis_blocks(kernel: cu.Kernel) -> tuple[set[str], set[str]]:
+    """(constexprs sizing a tile's first axis `offs[:, None]`, those sizing its last `offs[None, :]`)."""
+    bindings = cu.Bindings(kernel.node)
+    first: set[str] = set()
+    last: set[str] = set()
+    for n in cu.walk(kernel.node.body):
+        if not isinstance(n, cst.Subscript) or len(n.slice) != 2:
+            continue
+        parts = [cu.code(e.slice.value) if isinstance(e.slice, cst.Index) else ":" for e in n.slice]
+        side = first if parts == [":", "None"] else last if parts == ["None", ":"] else None
+        if side is None:
+            continue
+        # the aranges of the offsets themselves (`offs = start + tl.arange(0, B)`), not of
+        # every value a reduced vector was computed from
+        parts = [n.value]
+        if isinstance(n.value, cst.Name):
+            parts += [b.value for b in bindings.by_name.get(n.value.value, []) if b.value is not None]
+        side |= {
+            cu.code(c.args[-1].value)
+            for part in parts
+            for c in cu.walk(part)
+            if cu.is_call(c, "tl.arange", names=kernel.names) and c.args
+        }
+    return first & set(kernel.constexprs), last & set(kernel.constexprs)
 
 
 def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dict[str, int]) -> int | None:
