@@ -616,8 +616,10 @@ def test_a_loop_along_the_row_also_gets_a_tile_that_holds_each_row(loop: str) ->
     configs = re.findall(r'triton\.Config\(\{"BLOCK": (\d+)\}, num_warps=(\d+)\)', rw.source)
     assert configs[-2:] == [("4096", "16"), ("16384", "16")]
     assert ("1024", "4") in configs and ("2048", "8") not in configs
+    assert "Configs with BLOCK = 4096, 16384 hold a case's whole row" in rw.effect
     without_cases = apply_family(Family.LAUNCH_CONFIG, before, h.rule_input())
     assert without_cases is not None and not any(t in without_cases.source for t in WIDE_TILES)
+    assert "whole row" not in without_cases.effect
 
 
 def test_the_row_tiles_are_correct_at_every_config(tmp_path: Path) -> None:

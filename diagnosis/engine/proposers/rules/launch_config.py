@@ -106,6 +106,8 @@ class Plan:
     # wrapper expression passed for a loaded one): the autotuner restores them after each
     # benchmarking run, so every config starts from the data the launch passed
     restore: list[str] = field(default_factory=list)
+    # tuned block -> the tiles that hold each case's row, when the space has them (`_row_tiles`)
+    row_tiles: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _pow2(v: int) -> bool:
@@ -813,6 +815,10 @@ def _plan(
         configs = [_config({}, w) for w in _row_warps(rowwise, values)]
     else:
         plan.kind, configs = _block_space(kernel, tuned, inp, values, source)
+        if plan.kind == "tiled":
+            plan.row_tiles = {
+                n: ts for n, ts in _row_tiles(kernel, tuned, values).items() if any(t > tuned[n] * 4 for t in ts)
+            }
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run. (A loop
@@ -1094,6 +1100,13 @@ def _effect(plans: list[Plan]) -> str:
             parts.append(
                 f"{p.kernel.name}: the tile shape and warps are chosen per shape instead of fixed; gain "
                 "depends on the shape (moderate, measured by the gate)."
+            )
+        for name, tiles in p.row_tiles.items():
+            parts.append(
+                f"Configs with {name} = {', '.join(str(t) for t in tiles if t > p.tuned[name] * 4)} "
+                "hold a case's whole row (one row a program where the tile has rows), so the loop "
+                "along it takes one step (the kernel's one-tile path where it has one), on 4-16 warps "
+                "by size."
             )
     return " ".join(parts)
 
