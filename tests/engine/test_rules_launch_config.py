@@ -697,6 +697,16 @@ def test_a_tile_of_rows_walking_along_its_last_axis_gets_one_row_a_program(tmp_p
     assert r["configs"] == len(configs) == 10
 
 
+def test_a_dot_kernels_tiled_space_claims_no_row_tiles() -> None:
+    """A `tl.dot` kernel outside the GEMM table gets the plain tiled space; its K loop is no row,
+    and the rationale must not name tiles the space does not hold."""
+    source = (Path(__file__).resolve().parents[1] / "kernels" / "dot_tf32.py").read_text()
+    cases = (CaseShape(0, ((256, 64, 256), (256, 256, 64)), ("float32", "float32")),)
+    rw = apply_family(Family.LAUNCH_CONFIG, source, h.rule_input(cases))
+    assert rw is not None and "(tiled, 8 configs" in rw.mechanism
+    assert "whole row" not in rw.effect and '"BLOCK_K": 256' not in rw.source
+
+
 def test_a_tile_walking_along_its_first_axis_keeps_its_last_axis() -> None:
     """A column walk (`rows[:, None]` steps, the contiguous `cols[None, :]` stays): a one-wide
     last axis would cost every coalesced access, so no row tile is added."""

@@ -200,8 +200,7 @@ def _tiled_configs(
                     out.append(_config({name: b}, w))
         if name not in tile_axes:
             # tiles that walk a case's whole row in one step, past the neighbourhood above
-            wide = [_config({name: b}, _row_tile_warps(b)) for b in row_tiles.get(name, ()) if b > v * 4]
-            return out[:MAX_CONFIGS] + wide
+            return out[:MAX_CONFIGS] + [_config({name: b}, _row_tile_warps(b)) for b in row_tiles.get(name, ())]
         # one axis of a 2-D tile whose other axes stay fixed: the converted block is as likely
         # too big as too small, and smaller tiles on fewer warps make more programs of less work
         for b, w in ((v, 2), (v // 2, 2), (v // 4, 2), (v // 4, 4)):
@@ -225,22 +224,24 @@ def _tiled_configs(
         _config({a: 1, b: t, **rest} if row == b else {a: t, b: 1, **rest}, _row_tile_warps(t))
         for row in (a, b)
         for t in row_tiles.get(row, ())
-        if t > tuned[row] * 4
     ]
     return out[:MAX_CONFIGS] + wide
 
 
 def _block_space(
     kernel: cu.Kernel, tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
-) -> tuple[str, list[str]]:
-    """The kind ("gemm", "elementwise", "tiled") and the configs for the kernel's tuned blocks."""
+) -> tuple[str, list[str], dict[str, list[int]]]:
+    """The kind ("gemm", "elementwise", "tiled"), the configs for the kernel's tuned blocks and
+    the row tiles among them (`_row_tiles`)."""
     if kernel.has_dot:
         configs = _gemm_configs(tuned, inp, values, source, _arange_sizes(kernel))
-        return ("gemm", configs) if configs is not None else ("tiled", _tiled_configs(tuned))
+        return ("gemm", configs, {}) if configs is not None else ("tiled", _tiled_configs(tuned), {})
     if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
         (name,) = tuned
-        return "elementwise", [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
-    return "tiled", _tiled_configs(tuned, _tile_axes(kernel), _row_tiles(kernel, tuned, values))
+        configs = [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
+        return "elementwise", configs, {}
+    row_tiles = _row_tiles(kernel, tuned, values)
+    return "tiled", _tiled_configs(tuned, _tile_axes(kernel), row_tiles), row_tiles
 
 
 def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
@@ -260,9 +261,10 @@ def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
 
 
 def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """Tuned block -> the power of two that holds each case's row (at most MAX_BLOCK), for a
-    block that steps a loop along a row, so the walk can be one step: the one block tuned, or
-    of two the one on the tile's last axis (`offs[None, :]`, the axis a thread's elements run
+    """Tuned block -> the powers of two that hold each case's row (at most MAX_BLOCK) past the
+    tiled space's own (four times the launch's block), for a block that steps a loop along a
+    row, so the walk can be one step: the one block tuned (not one axis of a 2-D tile), or of
+    two the one on the tile's last axis (`offs[None, :]`, the axis a thread's elements run
     along) while the other sizes the first. Where the kernel has a path for a row in one tile
     (flag_gems' `ONE_TILE_PER_CTA`, read from the block the autotuner picked) that path runs;
     else the loop takes one iteration. On the H200, flag_gems' own softmax and argmax, which
@@ -272,14 +274,14 @@ def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, 
     if len(names) == 2:
         first, last = _tile_axis_blocks(kernel)
         names = [n for n in names if n in last and n not in first and set(tuned) - {n} <= first]
-    elif len(names) != 1:
+    elif len(names) != 1 or names[0] in _tile_axes(kernel):
         return {}
     out = {}
     for name in names:
         rows = [vals.get(p) for p in _row_extents(kernel, name) for vals in values]
-        tiles = sorted({min(1 << (n - 1).bit_length(), MAX_BLOCK) for n in rows if isinstance(n, int) and n > 1})
-        if tiles:
-            out[name] = tiles
+        tiles = {min(1 << (n - 1).bit_length(), MAX_BLOCK) for n in rows if isinstance(n, int) and n > 1}
+        if wide := sorted(t for t in tiles if t > tuned[name] * 4):
+            out[name] = wide
     return out
 
 
@@ -814,11 +816,7 @@ def _plan(
         plan.kind = "row"
         configs = [_config({}, w) for w in _row_warps(rowwise, values)]
     else:
-        plan.kind, configs = _block_space(kernel, tuned, inp, values, source)
-        if plan.kind == "tiled":
-            plan.row_tiles = {
-                n: ts for n, ts in _row_tiles(kernel, tuned, values).items() if any(t > tuned[n] * 4 for t in ts)
-            }
+        plan.kind, configs, plan.row_tiles = _block_space(kernel, tuned, inp, values, source)
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run. (A loop
@@ -1103,7 +1101,7 @@ def _effect(plans: list[Plan]) -> str:
             )
         for name, tiles in p.row_tiles.items():
             parts.append(
-                f"Configs with {name} = {', '.join(str(t) for t in tiles if t > p.tuned[name] * 4)} "
+                f"Configs with {name} = {', '.join(map(str, tiles))} "
                 "hold a case's whole row (one row a program where the tile has rows), so the loop "
                 "along it takes one step (the kernel's one-tile path where it has one), on 4-16 warps "
                 "by size."
@@ -1281,7 +1279,7 @@ def _widen_single_configs(
         if in_place and read.arg(tune, "restore_value") is None:
             continue  # benchmarking runs would read their own output
         values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
-        kind, extra = _block_space(kernel, tuned, inp, values, source)
+        kind, extra, _ = _block_space(kernel, tuned, inp, values, source)
         if kind == "gemm":
             sized = _arange_sizes(kernel)
             if any(_block_role(n, sized) is None for n in tuned) if found.values is None else not all(
