@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,8 +240,9 @@ def _block_space(
         (name,) = tuned
         configs = [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
         return "elementwise", configs, {}
-    row_tiles = _row_tiles(kernel, tuned, values)
-    return "tiled", _tiled_configs(tuned, _tile_axes(kernel), row_tiles), row_tiles
+    tile_axes = _tile_axes(kernel)
+    row_tiles = _row_tiles(kernel, tuned, values, tile_axes)
+    return "tiled", _tiled_configs(tuned, tile_axes, row_tiles), row_tiles
 
 
 def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
@@ -260,7 +261,9 @@ def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
     return out
 
 
-def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, Any]]) -> dict[str, list[int]]:
+def _row_tiles(
+    kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, Any]], tile_axes: set[str]
+) -> dict[str, list[int]]:
     """Tuned block -> the powers of two that hold each case's row (at most MAX_BLOCK) past the
     tiled space's own (four times the launch's block), for a block that steps a loop along a
     row, so the walk can be one step: the one block tuned (not one axis of a 2-D tile), or of
@@ -274,7 +277,7 @@ def _row_tiles(kernel: cu.Kernel, tuned: dict[str, int], values: list[dict[str, 
     if len(names) == 2:
         first, last = _tile_axis_blocks(kernel)
         names = [n for n in names if n in last and n not in first and set(tuned) - {n} <= first]
-    elif len(names) != 1 or names[0] in _tile_axes(kernel):
+    elif len(names) != 1 or names[0] in tile_axes:
         return {}
     out = {}
     for name in names:
@@ -301,7 +304,7 @@ def _read_back(kernel: cu.Kernel, launch: cu.Launch, loads: set[str], stores: se
 
 def _arange_sizes(kernel: cu.Kernel) -> set[str]:
     """The sizes of the kernel's `tl.arange` blocks, as written."""
-    return {cu.code(c.args[-1].value) for c in kernel.calls("tl.arange") if c.args}
+    return _arange_sizes_in(kernel.calls("tl.arange"), kernel)
 
 
 def _closure_nodes(node: cst.CSTNode, bindings: cu.Bindings) -> Iterator[cst.CSTNode]:
@@ -343,11 +346,7 @@ def _tile_axes(kernel: cu.Kernel) -> set[str]:
         if isinstance(n, cst.Subscript) and any(
             isinstance(e.slice, cst.Index) and cu.code(e.slice.value) == "None" for e in n.slice
         ):
-            out |= {
-                cu.code(c.args[-1].value)
-                for c in _closure_nodes(n.value, bindings)
-                if cu.is_call(c, "tl.arange", names=kernel.names) and c.args
-            }
+            out |= _arange_sizes_in(_closure_nodes(n.value, bindings), kernel)
     return out & set(kernel.constexprs)
 
 
@@ -368,13 +367,13 @@ def _tile_axis_blocks(kernel: cu.Kernel) -> tuple[set[str], set[str]]:
         parts = [n.value]
         if isinstance(n.value, cst.Name):
             parts += [b.value for b in bindings.by_name.get(n.value.value, []) if b.value is not None]
-        side |= {
-            cu.code(c.args[-1].value)
-            for part in parts
-            for c in cu.walk(part)
-            if cu.is_call(c, "tl.arange", names=kernel.names) and c.args
-        }
+        side |= _arange_sizes_in((c for part in parts for c in cu.walk(part)), kernel)
     return first & set(kernel.constexprs), last & set(kernel.constexprs)
+
+
+def _arange_sizes_in(nodes: Iterable[cst.CSTNode], kernel: cu.Kernel) -> set[str]:
+    """The sizes of the `tl.arange` calls among `nodes`, as written."""
+    return {cu.code(c.args[-1].value) for c in nodes if cu.is_call(c, "tl.arange", names=kernel.names) and c.args}
 
 
 def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dict[str, int]) -> int | None:
