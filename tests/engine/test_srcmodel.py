@@ -639,6 +639,27 @@ def test_a_launch_in_a_nested_function_reached_through_self_gets_forwards_values
     assert values == {"x_ptr": TensorValue((3, 300), "float32"), "n": 300, "BLOCK": 512}
 
 
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        pytest.param(", dtype=x.dtype", "bfloat16", id="the-inputs"),
+        pytest.param("", "float32", id="torchs-default"),
+        pytest.param(", dtype=torch.float16", "float16", id="named"),
+        pytest.param(", dtype=torch.half", "float16", id="alias"),
+        pytest.param(", dtype=self.dtype", None, id="unknown"),
+    ],
+)
+def test_a_new_tensors_shape_and_dtype_are_read(dtype: str, expected: str | None) -> None:
+    # flag_gems' embedding: `torch.empty((*indices.shape, N), dtype=weight.dtype, ...)`
+    source = module(
+        "import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr",
+        launch=f"y = torch.empty((*x.shape, 4){dtype})\n        k[n,](x, y, n, BLOCK=256)",
+    )
+    m = model_of(source)
+    (values,) = m.launch_values(m.launches[0], m.kernels["k"], [CaseShape(0, ((3, 300),), ("bfloat16",))])
+    assert values.get("y_ptr") == (None if expected is None else TensorValue((3, 300, 4), expected))
+
+
 def test_one_parse_per_text_and_per_tree() -> None:
     a, b = model_of(HELPER), model_of(HELPER)
     assert a is b and model_of_tree(a.tree) is a

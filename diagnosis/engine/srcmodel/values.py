@@ -34,6 +34,7 @@ class TensorValue:
         return math.prod(self.shape)
 
 
+_DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 TENSOR_DTYPES = frozenset(
     {
         "float16",
@@ -281,8 +282,13 @@ class Evaluator:
                 return None if value is UNKNOWN else value
             return self.ctx.globals.get(node.value)
         if isinstance(node, (cst.Tuple, cst.List)):
-            vals = [self._eval(e.value) for e in node.elements]
-            return None if any(v is None for v in vals) else tuple(vals)
+            vals: list[Any] = []
+            for e in node.elements:
+                v = self._eval(e.value)
+                if v is None or (isinstance(e, cst.StarredElement) and not isinstance(v, tuple)):
+                    return None
+                vals += v if isinstance(e, cst.StarredElement) else [v]  # `(*idx.shape, N)`
+            return tuple(vals)
         if isinstance(node, cst.UnaryOperation):
             v = self._eval(node.expression)
             if isinstance(node.operator, cst.Minus):
@@ -330,6 +336,18 @@ class Evaluator:
         if isinstance(node, cst.Call):
             return self._call(node)
         return None
+
+    def _dtype(self, node: cst.BaseExpression | None) -> str | None:
+        """The dtype a `dtype=` argument gives: torch's default without one, `x.dtype` of a
+        tensor read here, a torch dtype by any of its names; None for anything else."""
+        if node is None:
+            return "float32"
+        if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
+            base = self._eval(node.value)
+            return base.dtype if isinstance(base, TensorValue) else None
+        name = (read.dotted(node, self.ctx.names) or "").removeprefix("torch.")
+        name = _DTYPE_ALIASES.get(name, name)
+        return name if name in TENSOR_DTYPES else None
 
     def _compare(self, node: cst.Comparison) -> Any:
         left = self._eval(node.left)
@@ -380,10 +398,8 @@ class Evaluator:
             shape = self._eval(args[0]) if args else None
             if isinstance(shape, int):
                 shape = (shape,)
-            if isinstance(shape, tuple):
-                dt = read.arg(node, "dtype")
-                return TensorValue(shape, (read.dotted(dt, self.ctx.names) or "float32").split(".")[-1])
-            return None
+            dtype = self._dtype(read.arg(node, "dtype"))
+            return TensorValue(shape, dtype) if isinstance(shape, tuple) and dtype is not None else None
         if name in ("torch.empty_like", "torch.zeros_like", "torch.ones_like"):
             return self._eval(args[0]) if args else None
         if isinstance(node.func, cst.Attribute):
