@@ -1100,6 +1100,16 @@ STYLES = [
            ['triton.Config({"TILE_M": 128, "TILE_N": 256, "TILE_K": 64}, num_warps=8, num_stages=3)',
             "        GROUP_M=8,\n"],
            ['"GROUP_M": 8'], id="gemm-tiles-named-tile"),
+    # flag_gems writes a grid of rows in the launch's subscript (`kernel[M,](...)`): it stays
+    st.row(st.source("softmax_liger.py").replace("_kernel[(n_rows,)](", "_kernel[n_rows,]("), "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)", "_softmax_single_block_forward_kernel[n_rows,](\n"],
+           ["num_warps=num_warps"], id="grid-of-rows-in-the-subscript"),
+    # ... and one that divides by the block becomes a lambda over meta, in the subscript's place
+    st.row(ADD.replace("add_kernel[grid](", "add_kernel[triton.cdiv(n_elements, 1024), 1](").replace(
+               '    grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)  # noqa: E731\n', ""),
+           "add_tutorial.py",
+           ['add_kernel[lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]), 1)](x, y, output, n_elements)'],
+           ["BLOCK_SIZE=1024", "1024), 1]"], id="grid-of-blocks-in-the-subscript"),
     *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
 ]
 

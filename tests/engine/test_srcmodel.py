@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from diagnosis.engine.proposers.base import CaseShape
+from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.srcmodel import TensorValue, model_of, model_of_tree
 from diagnosis.engine.srcmodel.read import dotted
 from tests.engine import src
@@ -427,6 +429,9 @@ def test_python_none_decides_branches_and_stays_unknown_to_callers(call: str, bv
         pytest.param("g", "tuple", 1, id="name-bound-once"),
         pytest.param("grid_fn", "function", 1, id="function-of-meta"),
         pytest.param("make(n)", "other", None, id="call-not-followed"),
+        # flag_gems writes the tuple in the subscript: `k[M,]` is `k[(M,)]`, not `k[M]`
+        pytest.param("n,", "tuple", 1, id="one-axis-in-the-subscript"),
+        pytest.param("triton.cdiv(n, 256), 4", "tuple", 2, id="two-axes-in-the-subscript"),
     ],
 )
 def test_it_reads_the_grid_in_every_form(grid: str, form: str, axes: int | None) -> None:
@@ -441,6 +446,31 @@ def test_it_reads_the_grid_in_every_form(grid: str, form: str, axes: int | None)
     g = m.grid(m.launches[0])
     assert g.form == form
     assert (None if g.elements is None else len(g.elements)) == axes
+
+
+def test_a_grid_in_the_subscript_keeps_the_modules_nodes_and_is_replaced_through_it() -> None:
+    source = module(
+        "import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr",
+        launch="k[triton.cdiv(n, 256), 4](x, y, n, BLOCK=256)",
+    )
+    m = model_of(source)
+    (launch,) = m.launches
+    sub = launch.call.func
+    axes = m.grid(launch).elements
+    assert len(axes) == 2 and all(e.slice.value is a for e, a in zip(sub.slice, axes, strict=True))  # the same nodes
+    edited = cu.replace(m.tree, [(launch.grid, cst.parse_expression("lambda meta: (n, 4)"))])
+    assert "k[lambda meta: (n, 4)](x, y, n, BLOCK=256)" in edited.code
+    # an edit of the call that holds it keeps the grid's edit (the call rebuilt from its parts)
+    call = cu.replace_in(launch.call, [(launch.grid, cst.parse_expression("(n,)"))])
+    assert cu.holds(launch.call, launch.grid) and cu.code(call) == "k[(n,)](x, y, n, BLOCK=256)"
+
+
+def test_a_sliced_subscript_is_no_launch() -> None:
+    source = module(
+        "import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr",
+        launch="fns = [k]\n        fns[0:1](x, y, n, BLOCK=256)\n        k[n,](x, y, n, BLOCK=256)",
+    )
+    assert [cu.code(launch.grid) for launch in model_of(source).launches] == ["(n,)"]
 
 
 @pytest.mark.parametrize(

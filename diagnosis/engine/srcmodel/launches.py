@@ -4,14 +4,15 @@ A launch is `k[grid](...)` inside any function: a method of `ModelNew`, a module
 that `forward` calls, a function nested in either; `k` may be the kernel or a module handle of it
 (`k_tuned = triton.autotune(...)(k)`). Arguments bind to parameters as Python binds them,
 by position or by keyword; keywords that are no parameter are launch options (`num_warps`).
-The grid is read as Triton reads it: a tuple, a `lambda meta: (...)`, a function of `meta`, or a
-name bound to one of those: once, or last before the launch with nothing between (each branch
-of an `if` binding its own).
+The grid is read as Triton reads it: a tuple (also written in the subscript itself, flag_gems'
+`k[M,]` or `k[M, N]`), a `lambda meta: (...)`, a function of `meta`, or a name bound to one of
+those: once, or last before the launch with nothing between (each branch of an `if` binding its
+own).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -77,6 +78,26 @@ class Launch:
         return a is not None and a.keyword is None
 
 
+@dataclass(frozen=True)
+class SubscriptGrid(cst.Tuple):
+    """The grid of `k[M,](...)` or `k[M, N](...)`: the subscript's elements read as the tuple
+    Triton receives. It is no node of the module (its elements are), so an edit that replaces it
+    as a whole is made on `subscript` (`cst_util.edit_map`)."""
+
+    subscript: cst.Subscript | None = field(default=None, compare=False, repr=False)
+
+
+def subscript_grid(func: cst.Subscript) -> cst.BaseExpression | None:
+    """What the subscript of a launch `func(...)` gives Triton as its grid: the one expression of
+    `k[grid]`, a `SubscriptGrid` for `k[M,]` and `k[M, N]`; None for a slice (`k[1:2]`)."""
+    if not func.slice or not all(isinstance(e.slice, cst.Index) for e in func.slice):
+        return None
+    first = func.slice[0]
+    if len(func.slice) == 1 and not isinstance(first.comma, cst.Comma):
+        return first.slice.value
+    return SubscriptGrid([cst.Element(e.slice.value, comma=e.comma) for e in func.slice], subscript=func)
+
+
 class _Finder:
     """The launches under a tree, with the classes, functions and statement line around each: a
     walk over `read.children` (a libcst visitor would rebuild every node it passes)."""
@@ -116,11 +137,11 @@ class _Finder:
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Subscript) and len(func.slice) == 1 and self.functions):
+        if not (isinstance(func, cst.Subscript) and self.functions):
             return
         name = read.literal(func.value)
-        index = func.slice[0].slice
-        if name not in self.targets or not isinstance(index, cst.Index):
+        grid = subscript_grid(func)
+        if name not in self.targets or grid is None:
             return
         line = self.lines[-1] if self.lines else None
         whole = (
@@ -136,7 +157,7 @@ class _Finder:
                 kernel=self.targets[name],
                 target=name,
                 call=node,
-                grid=index.value,
+                grid=grid,
                 function=self.functions[-1],
                 scope=tuple(self.functions),
                 classname=classname,

@@ -136,10 +136,7 @@ def _wrapper_edits(plan: dict) -> list[tuple[cst.CSTNode, Any]]:
     assert isinstance(sub, cst.Subscript)
     grid = cu.expr(f"({n_var},)")
     call = launch.call.with_changes(
-        func=sub.with_changes(
-            value=cst.Name(plan["new_kernel"]),
-            slice=[sub.slice[0].with_changes(slice=cst.Index(grid))],
-        ),
+        func=cu.launched(sub, grid, plan["new_kernel"]),
         args=args,
     )
     original = launch.statement

@@ -31,6 +31,7 @@ from diagnosis.engine.srcmodel import (
     model_of_tree,
     respell,
 )
+from diagnosis.engine.srcmodel.launches import SubscriptGrid
 from diagnosis.engine.srcmodel.read import arg, call_name, children, code, dotted, int_literal, is_call, walk
 from diagnosis.engine.srcmodel.values import TENSOR_DTYPES
 
@@ -343,26 +344,60 @@ def resolve_int(node: cst.BaseExpression | None, bindings: Bindings | None) -> i
 # replacing nodes
 
 
+@dataclass
+class GridAt:
+    """Edit of a launch subscript whose grid is a `SubscriptGrid`: `k[M,]` -> `k[grid]`."""
+
+    grid: cst.BaseExpression
+
+    def apply(self, updated: cst.Subscript) -> cst.Subscript:
+        return launched(updated, self.grid)
+
+
+def launched(func: cst.Subscript, grid: cst.BaseExpression, name: str | None = None) -> cst.Subscript:
+    """The launch subscript `func` with `grid` as its one element (whatever it held, `k[M,]` or
+    `k[M, N]` included), launching `name` where given."""
+    out = func.with_changes(slice=[cst.SubscriptElement(cst.Index(grid))])
+    return out if name is None else out.with_changes(value=cst.Name(name))
+
+
+def edit_map(edits: Sequence[tuple[cst.CSTNode, Any]]) -> dict[int, Any]:
+    """id(original node) -> replacement; a `SubscriptGrid` is no node of the tree, so its
+    replacement becomes a `GridAt` edit of the subscript that holds its elements."""
+    out: dict[int, Any] = {}
+    for old, new in edits:
+        if isinstance(old, SubscriptGrid) and old.subscript is not None:
+            out[id(old.subscript)] = GridAt(new)
+        else:
+            out[id(old)] = new
+    return out
+
+
+def holds(container: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `node` is under `container` (a `SubscriptGrid` by its subscript)."""
+    target = node.subscript if isinstance(node, SubscriptGrid) and node.subscript is not None else node
+    return any(n is target for n in walk(container))
+
+
 class _Replacer(cst.CSTTransformer):
     def __init__(self, mapping: dict[int, Any]) -> None:
         self.mapping = mapping
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         if id(original_node) in self.mapping:
-            return self.mapping[id(original_node)]
+            new = self.mapping[id(original_node)]
+            return new.apply(updated_node) if isinstance(new, GridAt) else new
         return updated_node
 
 
 def replace(tree: cst.Module, edits: Sequence[tuple[cst.CSTNode, Any]]) -> cst.Module:
     """Apply `(original node, replacement)` edits in one pass; a replacement may be a
     node, `cst.RemoveFromParent()` or a `cst.FlattenSentinel` of statements."""
-    mapping = {id(old): new for old, new in edits}
-    return tree.visit(_Replacer(mapping))
+    return tree.visit(_Replacer(edit_map(edits)))
 
 
 def replace_in(node: cst.CSTNode, edits: Sequence[tuple[cst.CSTNode, Any]]) -> Any:
-    mapping = {id(old): new for old, new in edits}
-    return node.visit(_Replacer(mapping))
+    return node.visit(_Replacer(edit_map(edits)))
 
 
 def subst_names(node: cst.CSTNode, make: Callable[[cst.Name], cst.BaseExpression | None]) -> Any:

@@ -895,9 +895,7 @@ def _dispatch_statement(plan: Plan, tree: cst.Module, dropped: set[int], added: 
     fixed_call = cu.drop_args(launch.call, launch.call, set(), added)
     grid = plan.tuned_grid if plan.tuned_grid is not None else launch.grid
     assert isinstance(launch.call.func, cst.Subscript)
-    tuned_func = launch.call.func.with_changes(
-        value=cst.Name(plan.tuned_name), slice=[cst.SubscriptElement(cst.Index(grid))]
-    )
+    tuned_func = cu.launched(launch.call.func, grid, plan.tuned_name)
     tuned_call = cu.drop_args(launch.call, launch.call, dropped, added, plan.keywords).with_changes(func=tuned_func)
 
     def line(call: cst.Call) -> cst.SimpleStatementLine:
@@ -955,12 +953,15 @@ class _Follow:
 
 class _Apply(cst.CSTTransformer):
     def __init__(self, edits: list[tuple[cst.CSTNode, Any]]) -> None:
-        self.edits = {id(k): v for k, v in edits}
+        self.edits = cu.edit_map(edits)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         new = self.edits.get(id(original_node))
         if new is None:
             return updated_node
+        if isinstance(new, cu.GridAt):
+            assert isinstance(updated_node, cst.Subscript)
+            return new.apply(updated_node)
         if isinstance(new, _DropArgs):
             assert isinstance(original_node, cst.Call) and isinstance(updated_node, cst.Call)
             return cu.drop_args(original_node, updated_node, new.ids, new.add, new.keywords)

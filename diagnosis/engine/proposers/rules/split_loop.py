@@ -487,7 +487,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
         # a grid written out at the launch is bound once, not spelled out in every launch
         grid, named = cst.Name(cu.fresh_name("grid", w_taken)), True
         g_line = cu.stmt(f"{grid.value} = {cu.code(s.launch.grid)}")
-        call = call.with_changes(func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))]))
+        call = call.with_changes(func=cu.launched(sub, grid))
     if named:
         assert isinstance(grid, cst.Name)
         programs = " * ".join(f"{grid.value}[{i}]" for i in range(s.rank))
@@ -510,11 +510,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
         f"{p_var} = {cu.receiver(out_arg)}.new_empty(({shape}), dtype=torch.float64)",
     ]
     extra = [(buf, p_var), (n_param, n_var)]
-    first = call.with_changes(
-        func=sub.with_changes(
-            value=cst.Name(stage1), slice=[sub.slice[0].with_changes(slice=cst.Index(cu.expr(split_grid)))]
-        )
-    )
+    first = call.with_changes(func=cu.launched(sub, cu.expr(split_grid), stage1))
     second = (first if stages.second_split else call).with_changes(
         func=(first.func if stages.second_split else call.func).with_changes(value=cst.Name(stage2))
     )

@@ -335,7 +335,7 @@ def _collapse(m: _Split, taken: set[str]) -> list[tuple[cst.CSTNode, Any]] | Non
         call = add_kwargs(call, [(new_param, count_host or "")])
     new_grid = cu.expr(f"({cu.code(m.grid.elements[m.kept])},)")
     out: list[tuple[cst.CSTNode, Any]] = [(m.kernel.node, fn)]
-    if any(n is m.grid.node for n in cu.walk(call)):
+    if cu.holds(call, m.grid.node):
         call = cu.replace_in(call, [(m.grid.node, new_grid)])
     else:
         out.append((m.grid.node, new_grid))

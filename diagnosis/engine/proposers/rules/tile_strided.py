@@ -311,10 +311,6 @@ def _pairs(small: cst.Assign) -> list[tuple[str, cst.BaseExpression]] | None:
     return None
 
 
-def _in(node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    return any(n is node for n in cu.walk(container))
-
-
 def _pid_statement(kernel: cu.Kernel, sp: Spelling) -> tuple[str, cst.SimpleStatementLine, cst.Call] | None:
     for st in cu.body_statements(kernel.node.body):
         for name, value in cu.simple_assigns(st):
@@ -1033,7 +1029,7 @@ def _plan_with(
     new_grid = cst.Tuple([cst.Element(index.grid(size), comma=cst.Comma())])
     edits: list[tuple[cst.CSTNode, Any]] = []
     call = launch.call
-    if _in(grid.node, call):
+    if cu.holds(call, grid.node):
         call = cu.replace_in(call, [(grid.node, new_grid)])
     else:
         edits.append((grid.node, new_grid))

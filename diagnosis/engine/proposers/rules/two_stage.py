@@ -449,10 +449,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     sub = call.func
     assert isinstance(sub, cst.Subscript)
     call = call.with_changes(
-        func=sub.with_changes(
-            value=cst.Name(stage1_name),
-            slice=[sub.slice[0].with_changes(slice=cst.Index(cu.expr(f"({n_var},)")))],
-        ),
+        func=cu.launched(sub, cu.expr(f"({n_var},)"), stage1_name),
         args=[a.with_changes(value=cst.Name(p_var)) if a.value is out_arg else a for a in call.args],
     )
     statement = w.launch.statement
