@@ -57,3 +57,27 @@ def test_insert_params_keeps_the_lists_layout(signature: str, at: int, names: li
 
 def test_inserting_no_names_leaves_the_parameters_as_they_are() -> None:
     assert _inserted("def k(\n    x,\n    BLOCK: tl.constexpr,\n):\n", 2, []) == "def k(\n    x,\n    BLOCK: tl.constexpr,\n):\n"
+
+
+def _launched_with(call_text: str, drop: list[str], add: dict[str, str]) -> str:
+    module = cst.parse_module(call_text)
+    call = module.body[0].body[0].value
+    ids = {id(a) for a in call.args if cu.code(a.value) in drop}
+    added = [cu.keyword_arg(k, cst.parse_expression(v)) for k, v in add.items()]
+    return module.code_for_node(cu.drop_args(call, call, ids, added))
+
+
+@pytest.mark.parametrize(
+    ("call_text", "drop", "add", "expected"),
+    [
+        ("k[g](a, b)\n", [], {"M": "M"}, "k[g](a, b, M=M)"),
+        ("k[g](a, B=1)\n", ["1"], {}, "k[g](a)"),
+        # flag_gems: the arguments on one line between a broken `(` and `)`
+        ("k[M,](\n    a, b\n)\n", [], {"M": "M"}, "k[M,](\n    a, b, M=M\n)"),
+        ("k[g](\n    a,\n    b\n)\n", [], {"M": "M"}, "k[g](\n    a,\n    b,\n    M=M\n)"),
+        ("k[g](\n    a,\n    b,\n)\n", [], {"M": "M"}, "k[g](\n    a,\n    b,\n    M=M,\n)"),
+        ("k[g](\n    a,\n    B=1,\n)\n", ["1"], {"M": "M"}, "k[g](\n    a,\n    M=M,\n)"),
+    ],
+)
+def test_drop_args_keeps_the_calls_layout(call_text: str, drop: list[str], add: dict[str, str], expected: str) -> None:
+    assert _launched_with(call_text, drop, add) == expected

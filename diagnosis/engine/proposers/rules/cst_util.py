@@ -754,7 +754,8 @@ def drop_args(
     sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     tail = [*kept, *(a.with_changes(comma=sep) for a in add)]
     if add and kept and id(pairs[-1][0]) not in ids:
-        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep)
+        # the line break before `)` goes with the last argument, after the added ones
+        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
     if tail and (add or id(pairs[-1][0]) in ids):
         tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return updated.with_changes(args=tail)
