@@ -77,6 +77,8 @@ def _launched_with(call_text: str, drop: list[str], add: dict[str, str]) -> str:
         ("k[g](\n    a,\n    b\n)\n", [], {"M": "M"}, "k[g](\n    a,\n    b,\n    M=M\n)"),
         ("k[g](\n    a,\n    b,\n)\n", [], {"M": "M"}, "k[g](\n    a,\n    b,\n    M=M,\n)"),
         ("k[g](\n    a,\n    B=1,\n)\n", ["1"], {"M": "M"}, "k[g](\n    a,\n    M=M,\n)"),
+        # liger: a comment on the last argument's line stays on it
+        ("k[g](\n    a,\n    **kw,  # XPU\n)\n", [], {"M": "M"}, "k[g](\n    a,\n    **kw,  # XPU\n    M=M,\n)"),
     ],
 )
 def test_drop_args_keeps_the_calls_layout(call_text: str, drop: list[str], add: dict[str, str], expected: str) -> None:

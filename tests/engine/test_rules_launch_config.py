@@ -1037,6 +1037,17 @@ MATMUL_GRID_DEF = st.source("matmul_tutorial.py").replace(
     '\n    def grid(META):\n        return (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)\n\n',
 )
 
+LIGER_KERNEL_ARGS = (
+    st.source("softmax_liger.py")
+    .replace(
+        "\n\ndef _softmax_forward(x):\n",
+        '\n\ndef set_large_grf_mode(kernel_args: dict):\n    kernel_args["grf_mode"] = "256"\n\n\n'
+        "def _softmax_forward(x):\n    kernel_args = {}\n"
+        '    if x.device.type == "xpu":\n        set_large_grf_mode(kernel_args)\n',
+    )
+    .replace("        num_warps=num_warps,\n    )", "        num_warps=num_warps,\n        **kernel_args,  # XPU-specific\n    )")
+)
+
 STYLES = [
     st.row(ADD, "add_tutorial.py",
            ['key=["n_elements"]', "    add_kernel[grid](x, y, output, n_elements)\n",
@@ -1110,10 +1121,22 @@ STYLES = [
            "add_tutorial.py",
            ['add_kernel[lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]), 1)](x, y, output, n_elements)'],
            ["BLOCK_SIZE=1024", "1024), 1]"], id="grid-of-blocks-in-the-subscript"),
+    # liger's norms pass `**kernel_args`, a dict only an XPU branch fills (with `grf_mode`): it
+    # passes no parameter and no option the rule sets, so it stays, the rows after it
+    st.row(LIGER_KERNEL_ARGS, "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)", "        **kernel_args,  # XPU-specific\n        n_rows=n_rows,\n    )"],
+           ["num_warps=num_warps"], id="kernel-args-dict-filled-on-xpu-only"),
     *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
 ]
 
 STYLE_REFUSALS = [
+    # the dict passes the block itself: the rule cannot take it out of the launch
+    st.row(LIGER_KERNEL_ARGS.replace('kernel_args = {}', 'kernel_args = {"BLOCK_SIZE": BLOCK_SIZE}')
+           .replace("        BLOCK_SIZE=BLOCK_SIZE,\n", ""), "softmax_liger.py", id="kernel-args-dict-passes-the-block"),
+    # a dict a helper reads (not only fills) may hold anything
+    st.row(LIGER_KERNEL_ARGS.replace('    kernel_args["grf_mode"] = "256"\n',
+                                     '    kernel_args["grf_mode"] = "256"\n    print(kernel_args)\n'),
+           "softmax_liger.py", id="kernel-args-dict-read-by-its-helper"),
     st.row(ADD_AUTOTUNED, "add_tutorial.py", id="an-existing-autotune"),
     # a grid function that computes with the fixed tiles itself would have to be rewritten
     st.row(MATMUL_GRID_DEF.replace('META["BLOCK_SIZE_M"]', "64"), "matmul_tutorial.py",

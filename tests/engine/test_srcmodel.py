@@ -690,6 +690,35 @@ def test_a_new_tensors_shape_and_dtype_are_read(dtype: str, expected: str | None
     assert values.get("y_ptr") == (None if expected is None else TensorValue((3, 300, 4), expected))
 
 
+KERNEL_ARGS = (
+    'def grf(d: dict):\n    d["grf_mode"] = "256"\n\n\n'
+    "def run(x, y, n):\n    kw = {}\n    if x.device.type == 'xpu':\n        grf(kw)\n"
+    "    k[(n,)](x, y, n, BLOCK=256, **kw)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "keys", "hidden"),
+    [
+        pytest.param(("", ""), {"grf_mode"}, False, id="filled-by-a-helper-on-one-branch"),
+        pytest.param(("kw = {}", 'kw = {"num_stages": 3}'), {"grf_mode", "num_stages"}, True, id="a-launch-option"),
+        pytest.param(("        grf(kw)\n", '        kw["n"] = 1\n'), {"n"}, True, id="a-kernel-parameter"),
+        pytest.param(("        grf(kw)\n", "        kw.update(x=1)\n"), None, True, id="filled-by-a-method"),
+        pytest.param(('    d["grf_mode"] = "256"\n', '    d["grf_mode"] = "256"\n    log(d)\n'), None, True,
+                     id="passed-on-by-its-helper"),
+        pytest.param(("**kw)", "*kw)"), None, True, id="star-args"),
+        pytest.param(("def run(x, y, n):\n    kw = {}",
+                     "def run(x, y, n, kw):\n    pass"), None, True, id="a-parameter"),
+    ],
+)
+def test_the_keys_a_kwargs_dict_may_pass_are_read(change: tuple[str, str], keys: set[str] | None, hidden: bool) -> None:
+    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
+    source += "\n\n" + KERNEL_ARGS.replace(*change)
+    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
+    assert launch.star_keys == (None if keys is None else frozenset(keys))
+    assert launch.has_star_args is hidden
+
+
 def test_one_parse_per_text_and_per_tree() -> None:
     a, b = model_of(HELPER), model_of(HELPER)
     assert a is b and model_of_tree(a.tree) is a

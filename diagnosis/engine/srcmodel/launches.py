@@ -54,7 +54,30 @@ class Launch:
 
     @property
     def has_star_args(self) -> bool:
-        return any(a.star for a in self.call.args)
+        """Whether `*args` or `**kwargs` may pass something a reader of this launch must know:
+        false only for `**d` of local dicts whose keys are all read (`dict_keys`) and none of
+        which is a parameter of the kernel or a launch option (liger's `**kernel_args`, which
+        only an XPU branch fills, with `grf_mode`)."""
+        if not any(a.star for a in self.call.args):
+            return False
+        keys = self.star_keys
+        kernel = self.model.kernels.get(self.kernel) if self.model is not None else None
+        return keys is None or kernel is None or bool(keys & (set(kernel.params) | LAUNCH_OPTIONS))
+
+    @property
+    def star_keys(self) -> frozenset[str] | None:
+        """The keywords this launch's `**d` arguments may pass; None for a `*args` or a dict
+        whose keys are not all read."""
+        keys: set[str] = set()
+        for a in self.call.args:
+            if a.star == "*" or (a.star == "**" and not isinstance(a.value, cst.Name)):
+                return None
+            if a.star == "**":
+                found = dict_keys(self.function, a.value.value, self.model.tree if self.model else None)
+                if found is None:
+                    return None
+                keys |= found
+        return frozenset(keys)
 
     def bound_args(self, kernel: Kernel) -> dict[str, cst.Arg]:
         """Kernel parameter -> the argument that binds it, by position or by keyword."""
@@ -96,6 +119,85 @@ def subscript_grid(func: cst.Subscript) -> cst.BaseExpression | None:
     if len(func.slice) == 1 and not isinstance(first.comma, cst.Comma):
         return first.slice.value
     return SubscriptGrid([cst.Element(e.slice.value, comma=e.comma) for e in func.slice], subscript=func)
+
+
+def dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None) -> set[str] | None:
+    """Every key the local dict `name` of `function` may hold, wherever in `function` it is
+    filled: `name = {"K": v}`, `name["K"] = v`, or a module-level helper `f(name)` that only
+    stores literal keys into its parameter (liger's `set_large_grf_mode(kernel_args)`). Read
+    whatever the branches: a key set in any of them counts. None when `name` is used any other
+    way (a parameter, `name.update(...)`, passed to another function)."""
+    if name in {p.name.value for p in read.params_of(function)}:
+        return None
+    keys: set[str] = set()
+    uses = 0  # the uses of `name` accounted for, against every one there is
+    for n in read.walk(function.body):
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                if isinstance(t.target, cst.Name) and t.target.value == name:
+                    literal = _literal_keys(n.value)
+                    if literal is None:
+                        return None
+                    keys |= literal
+                    uses += 1
+        key = _stored_key(n, name)
+        if key is not None:
+            keys.add(key)
+            uses += 1
+        elif isinstance(n, cst.Arg) and n.star == "**" and isinstance(n.value, cst.Name) and n.value.value == name:
+            uses += 1
+        elif isinstance(n, cst.Call) and module is not None:
+            at = [i for i, a in enumerate(n.args) if not a.star and isinstance(a.value, cst.Name) and a.value.value == name]
+            if at:
+                helper = _helper_keys(n, at, module)
+                if helper is None:
+                    return None
+                keys |= helper
+                uses += len(at)
+    every = sum(1 for n in read.walk(function.body) if isinstance(n, cst.Name) and n.value == name)
+    return keys if uses == every else None
+
+
+def _literal_keys(node: cst.BaseExpression) -> set[str] | None:
+    if not isinstance(node, cst.Dict):
+        return None
+    keys = [read.string_literal(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
+    return None if any(k is None for k in keys) else set(keys)
+
+
+def _stored_key(node: cst.CSTNode, name: str) -> str | None:
+    """"K" for the statement `name["K"] = v`."""
+    if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+        return None
+    target = node.targets[0].target
+    if not (
+        isinstance(target, cst.Subscript)
+        and isinstance(target.value, cst.Name)
+        and target.value.value == name
+        and len(target.slice) == 1
+        and isinstance(target.slice[0].slice, cst.Index)
+    ):
+        return None
+    return read.string_literal(target.slice[0].slice.value)
+
+
+def _helper_keys(call: cst.Call, at: list[int], module: cst.Module) -> set[str] | None:
+    """The keys a module-level function stores into the parameters the dict binds at `at`."""
+    fn = next(
+        (st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == read.literal(call.func)),
+        None,
+    )
+    params = read.params_of(fn) if fn is not None else []
+    if fn is None or any(call.args[i].keyword is not None or i >= len(params) for i in at):
+        return None
+    keys: set[str] = set()
+    for i in at:
+        param = params[i].name.value
+        stored = [k for n in read.walk(fn.body) if (k := _stored_key(n, param)) is not None]
+        if len(stored) != sum(1 for n in read.walk(fn.body) if isinstance(n, cst.Name) and n.value == param):
+            return None  # the helper reads it, or passes it on
+        keys.update(stored)
+    return keys
 
 
 class _Finder:

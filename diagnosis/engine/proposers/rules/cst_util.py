@@ -753,12 +753,31 @@ def drop_args(
     sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
     sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     tail = [*kept, *(a.with_changes(comma=sep) for a in add)]
+    closing = last.comma
     if add and kept and id(pairs[-1][0]) not in ids:
-        # the line break before `)` goes with the last argument, after the added ones
-        tail[len(kept) - 1] = kept[-1].with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace(""))
+        # the line break before `)` goes with the last argument, after the added ones; a comment
+        # on the old last one's line stays there
+        own, closing = _comment_stays(last.comma, sep)
+        tail[len(kept) - 1] = kept[-1].with_changes(comma=own, whitespace_after_arg=cst.SimpleWhitespace(""))
     if tail and (add or id(pairs[-1][0]) in ids):
-        tail[-1] = tail[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+        tail[-1] = tail[-1].with_changes(comma=closing, whitespace_after_arg=last.whitespace_after_arg)
     return updated.with_changes(args=tail)
+
+
+def _comment_stays(comma: Any, sep: cst.Comma) -> tuple[cst.Comma, Any]:
+    """(the comma the old last argument takes, the one the new last takes): `sep` and the old
+    closing comma, unless that one ends its line with a comment (`**kernel_args,  # XPU`): then
+    the comment keeps its argument and the closing comma keeps only the line break before `)`."""
+    ws = comma.whitespace_after if isinstance(comma, cst.Comma) else None
+    between = sep.whitespace_after
+    if not (
+        isinstance(ws, cst.ParenthesizedWhitespace)
+        and ws.first_line.comment is not None
+        and isinstance(between, cst.ParenthesizedWhitespace)
+    ):
+        return sep, comma
+    own = comma.with_changes(whitespace_after=ws.with_changes(indent=between.indent, last_line=between.last_line))
+    return own, comma.with_changes(whitespace_after=ws.with_changes(first_line=cst.TrailingWhitespace()))
 
 
 # ---------------------------------------------------------------------------------------
