@@ -6,7 +6,13 @@ import pytest
 
 from diagnosis.engine.evidence import Family, Severity
 from diagnosis.engine.proposers.base import ProposalContext, Proposer, RoundHistory
-from diagnosis.engine.proposers.rules import RulesProposer, registered_families, transforms_for
+from diagnosis.engine.proposers.rules import (
+    RuleInput,
+    RulesProposer,
+    apply_family,
+    registered_families,
+    transforms_for,
+)
 from diagnosis.engine.verdict import Verdict
 from tests.engine.rules_cases import harness as h
 
@@ -108,3 +114,36 @@ def test_an_unregistered_code_counts_by_its_family_override() -> None:
     (cand,) = RulesProposer().propose(VEC_ADD, [f], ProposalContext())
     assert cand.family is Family.LAUNCH_CONFIG and "NOT-REGISTERED" in cand.rationale
     assert RulesProposer().propose(VEC_ADD, [Finding(code="ALSO-NOT", severity=Severity.HIGH)], ProposalContext()) == []
+
+
+# lightllm breaks long pointer expressions inside a call's parentheses: the argument alone is no
+# expression, so a rule that reads it through `ast` must parenthesize it first
+BROKEN_LINES = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_rows(X, Y, start, stride_x, stride_y, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + row * stride_x + (tl.load(start + row) + cols)
+                * 1, mask=cols < n, other=0.0)
+    tl.store(Y + row * stride_y + (tl.load(start + row) + cols)
+             * 1, x * 2.0, mask=cols < n)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, start):
+        y = torch.empty_like(x)
+        scale_rows[(x.shape[0],)](
+            x, y, start, x.stride(0)
+            + 0, y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]),
+        )
+        return y
+'''
+
+
+def test_no_family_raises_on_arguments_broken_over_lines() -> None:
+    for family in registered_families():
+        apply_family(family, BROKEN_LINES, RuleInput((), ProposalContext(), frozenset()))

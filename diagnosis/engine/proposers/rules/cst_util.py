@@ -14,6 +14,7 @@ read the one names are resolved through.
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -627,6 +628,12 @@ def operand(node: cst.BaseExpression) -> str:
     integer), to be placed beside a binary operator."""
     text = code(node)
     return text if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) else f"({text})"
+
+
+def expr_ast(node: cst.CSTNode) -> ast.expr:
+    """`node` (an expression) as an `ast` expression. Parenthesized first: an argument laid out
+    over several lines inside its call's parentheses is no expression on its own."""
+    return ast.parse(f"({code(node).strip()})", mode="eval").body
 
 
 def receiver(node: cst.BaseExpression) -> str:

@@ -214,9 +214,7 @@ class _Values:
     def key(self, expr: cst.BaseExpression | None) -> str | None:
         if expr is None:
             return None
-        return ast.unparse(
-            ast.parse(cu.code(self._expand(expr)).strip(), mode="eval")
-        )  # parentheses normalized
+        return ast.unparse(cu.expr_ast(self._expand(expr)))  # parentheses normalized
 
     def _plain(self, call: cst.Call) -> bool:
         """A call whose result depends on its arguments only: tl.arange, a literal, a cast."""

@@ -222,7 +222,7 @@ def same_code(a: cst.CSTNode | None, b: cst.CSTNode | None) -> bool:
 
 
 def _normal(node: cst.CSTNode) -> str:
-    return ast.unparse(ast.parse(cu.code(node).strip(), mode="eval"))
+    return ast.unparse(cu.expr_ast(node))
 
 
 @dataclass

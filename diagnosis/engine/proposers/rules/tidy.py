@@ -41,7 +41,7 @@ class Canon:
         self.last_key: dict[str, str] = {}
 
     def tree(self, node: cst.BaseExpression) -> ast.expr:
-        parsed = ast.parse(cu.code(node).strip(), mode="eval").body
+        parsed = cu.expr_ast(node)
         return self._subst(parsed)
 
     def _subst(self, node: ast.expr) -> ast.expr:
