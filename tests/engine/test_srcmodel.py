@@ -628,6 +628,31 @@ def _forward(body: str) -> str:
             ["other"],
             id="bound-after-the-launch",
         ),
+        # fla's token shift: a tuple in one branch, `def grid(meta)` in the other
+        pytest.param(
+            """
+            if dim == 0:
+                grid = (n, 2)
+                k[grid](x, n, BLOCK=256)
+            else:
+                def grid(meta):
+                    return (triton.cdiv(n, meta["BLOCK"]),)
+                k2[grid](x, n, BLOCK=128)
+            """,
+            ["tuple", "function"],
+            id="a-tuple-and-a-def-in-two-branches",
+        ),
+        pytest.param(
+            """
+            grid = (n, 2)
+            if dim == 0:
+                def grid(meta):
+                    return (n,)
+            k[grid](x, n, BLOCK=256)
+            """,
+            ["other"],
+            id="a-def-in-a-branch-before-it",
+        ),
     ],
 )
 def test_a_grid_name_bound_in_several_branches_is_read_where_one_binding_reaches(body: str, forms: list[str]) -> None:

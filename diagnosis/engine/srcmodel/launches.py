@@ -301,6 +301,8 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
     binding = None
     if isinstance(node, cst.Name):
         value = bound_at(launch.function, node.value, launch.call)
+        if isinstance(value, cst.FunctionDef):  # the `def` of one branch reaches the launch
+            return _function_grid(node, value, binding, local=True)
         if value is not None:
             node = binding = value
     if isinstance(node, (cst.Tuple, cst.List)):
@@ -317,14 +319,18 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
             None,
         )
         if fn is not None:
-            params = [p.name.value for p in read.params_of(fn)]
-            returns = [n for n in read.walk(fn.body) if isinstance(n, cst.Return) and n.value is not None]
-            elements = None
-            if len(returns) == 1 and isinstance(returns[0].value, (cst.Tuple, cst.List)):
-                elements = [e.value for e in returns[0].value.elements]
-            meta = params[0] if len(params) == 1 else None
-            return Grid("function", node, elements, meta, binding, local=local is not None)
+            return _function_grid(node, fn, binding, local=local is not None)
     return Grid("other", node, None, None, binding)
+
+
+def _function_grid(node: cst.Name, fn: cst.FunctionDef, binding: cst.BaseExpression | None, local: bool) -> Grid:
+    params = [p.name.value for p in read.params_of(fn)]
+    returns = [n for n in read.walk(fn.body) if isinstance(n, cst.Return) and n.value is not None]
+    elements = None
+    if len(returns) == 1 and isinstance(returns[0].value, (cst.Tuple, cst.List)):
+        elements = [e.value for e in returns[0].value.elements]
+    meta = params[0] if len(params) == 1 else None
+    return Grid("function", node, elements, meta, binding, local=local)
 
 
 def _local_def(function: cst.FunctionDef, name: str) -> cst.FunctionDef | None:
@@ -332,7 +338,7 @@ def _local_def(function: cst.FunctionDef, name: str) -> cst.FunctionDef | None:
     the launch), when that def is the name's only binding there; a local def hides a module-level
     one of the same name."""
     defs = [n for n in read.walk(function.body) if isinstance(n, cst.FunctionDef) and n.name.value == name]
-    if len(defs) != 1 or _bindings(function, name):
+    if len(defs) != 1 or any(node is not defs[0] for node, _ in _bindings(function, name)):
         return None
     return defs[0]
 
@@ -369,6 +375,10 @@ def _bindings(function: cst.FunctionDef, name: str) -> list[tuple[cst.CSTNode, c
             if any(isinstance(x, cst.Name) and x.value == name for x in read.walk(n.target)):
                 found.append((n, None))
         elif isinstance(n, cst.AsName) and isinstance(n.name, cst.Name) and n.name.value == name:
+            found.append((n, None))
+        elif isinstance(n, cst.FunctionDef) and n.name.value == name:
+            found.append((n, n))  # fla: `def grid(meta)` in one branch, `grid = (N, T)` in another
+        elif isinstance(n, cst.ClassDef) and n.name.value == name:
             found.append((n, None))
     return found
 
@@ -417,8 +427,9 @@ def bound_at(function: cst.FunctionDef, name: str, at: cst.CSTNode) -> cst.BaseE
             if not binds:
                 continue
             (path, value), *more = binds
-            # one plain `name = value` line, and nothing in the statement around `at` binds it
-            plain = not more and value is not None and len(path) == depth + 3
+            # one plain `name = value` line (or a `def name`), and nothing in the statement
+            # around `at` binds it
+            plain = not more and value is not None and len(path) == depth + (2 if value is path[-1] else 3)
             return value if plain and not inside(current, depth + 1) else None
     return None
 
