@@ -741,7 +741,7 @@ def test_the_keys_a_kwargs_dict_may_pass_are_read(change: tuple[str, str], keys:
     source += "\n\n" + KERNEL_ARGS.replace(*change)
     (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
     assert launch.star_keys == (None if keys is None else frozenset(keys))
-    assert launch.has_star_args is hidden
+    assert launch.hides_args is hidden and launch.has_star_args
 
 
 def test_one_parse_per_text_and_per_tree() -> None:

@@ -54,11 +54,18 @@ class Launch:
 
     @property
     def has_star_args(self) -> bool:
+        """Whether the call passes `*args` or `**kwargs`: a rule that rebuilds its arguments
+        would have to place them."""
+        return any(a.star for a in self.call.args)
+
+    @property
+    def hides_args(self) -> bool:
         """Whether `*args` or `**kwargs` may pass something a reader of this launch must know:
         false only for `**d` of local dicts whose keys are all read (`dict_keys`) and none of
         which is a parameter of the kernel or a launch option (liger's `**kernel_args`, which
-        only an XPU branch fills, with `grf_mode`)."""
-        if not any(a.star for a in self.call.args):
+        only an XPU branch fills, with `grf_mode`). A rule that only edits keywords may then
+        leave the `**d` where it is."""
+        if not self.has_star_args:
             return False
         keys = self.star_keys
         kernel = self.model.kernels.get(self.kernel) if self.model is not None else None

@@ -768,7 +768,7 @@ def _plan(
     # Heuristics the source does not spell out (`@triton.heuristics(get_config("bmm"))`) may
     # supply any constexpr the launch does not pass; the tuned ones are all passed at the launch
     # (_literal_bindings), and the autotuner goes above the heuristics, which then read its choice.
-    if kernel.autotuned or len(mine) != 1 or mine[0].has_star_args:
+    if kernel.autotuned or len(mine) != 1 or mine[0].hides_args:
         return None
     launch = mine[0]
     if kernel.atomics:
