@@ -190,10 +190,7 @@ def _stored_key(node: cst.CSTNode, name: str) -> str | None:
 
 def _helper_keys(call: cst.Call, at: list[int], module: cst.Module) -> set[str] | None:
     """The keys a module-level function stores into the parameters the dict binds at `at`."""
-    fn = next(
-        (st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == read.literal(call.func)),
-        None,
-    )
+    fn = _module_def(module, read.literal(call.func))
     params = read.params_of(fn) if fn is not None else []
     if fn is None or any(call.args[i].keyword is not None or i >= len(params) for i in at):
         return None
@@ -321,10 +318,7 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
         return Grid("lambda", node, elements, params[0] if len(params) == 1 else None, binding)
     if isinstance(node, cst.Name):
         local = _local_def(launch.function, node.value)
-        fn = local or next(
-            (st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == node.value),
-            None,
-        )
+        fn = local or _module_def(module, node.value)
         if fn is not None:
             return _function_grid(node, fn, binding, local=local is not None)
     return Grid("other", node, None, None, binding)
@@ -338,6 +332,11 @@ def _function_grid(node: cst.Name, fn: cst.FunctionDef, binding: cst.BaseExpress
         elements = [e.value for e in returns[0].value.elements]
     meta = params[0] if len(params) == 1 else None
     return Grid("function", node, elements, meta, binding, local=local)
+
+
+def _module_def(module: cst.Module, name: str | None) -> cst.FunctionDef | None:
+    """The first module-level `def name`."""
+    return next((st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == name), None)
 
 
 def _local_def(function: cst.FunctionDef, name: str) -> cst.FunctionDef | None:
