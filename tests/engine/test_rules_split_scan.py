@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.base import CaseShape, ProposalContext
+from diagnosis.engine.proposers.base import CaseShape, ProposalContext, RoundHistory
 from diagnosis.engine.proposers.rules import RuleInput, RulesProposer, apply_family, transforms_for
 from diagnosis.engine.proposers.rules.split_scan import split_carried_scan
+from diagnosis.engine.verdict import Verdict
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import review
 
@@ -316,6 +317,24 @@ def test_a_tiled_strided_scan_is_split_in_the_same_candidate(tmp_path: Path) -> 
     assert "carry = tl.zeros([BLOCK_N_COLS], dtype=tl.float32)" in composed.source  # the tile's carry, split
     assert review.added([("composed", COLUMN_STYLE, composed.source)], tmp_path) == {}
     h.assert_interp_ok({"composed": composed.source}, tmp_path)
+
+
+def test_the_split_follows_the_tiled_walk_without_a_launch_finding() -> None:
+    """An autotuned kernel has no T0-NO-AUTOTUNE: the findings name COALESCE alone (fla's
+    released global cumsum). The tile still divides the programs, so the split still follows it;
+    once LAUNCH_CONFIG is ruled out on the version, it does not."""
+    coalesce = STRIDED[:1]
+    cands = RulesProposer(max_candidates=3).propose(COLUMN_STYLE, coalesce, ProposalContext(cases=WIDE_CASES))
+    assert [c.transform for c in cands] == ["tile_strided_walk+split_carried_scan", "tile_strided_walk"]
+    assert [c.findings_addressed for c in cands] == [(coalesce[0].code,)] * 2
+    ruled_out = [
+        RoundHistory(i, Family.LAUNCH_CONFIG, Verdict.NO_GAIN, transform=fn.__name__)
+        for i, fn in enumerate(transforms_for(Family.LAUNCH_CONFIG), 1)
+    ]
+    ctx = ProposalContext(cases=WIDE_CASES, history=tuple(ruled_out))
+    assert [c.transform for c in RulesProposer(max_candidates=3).propose(COLUMN_STYLE, coalesce, ctx)] == [
+        "tile_strided_walk"
+    ]
 
 
 def test_the_composition_takes_only_a_split_after_the_tiled_walk() -> None:

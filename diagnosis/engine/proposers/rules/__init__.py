@@ -124,6 +124,10 @@ class Composition:
     first: Family
     second: Family
     only: tuple[str, ...] = ()
+    # the second family answers what the first one's rewrite does (a tile that divides the
+    # programs, then the split that gives them back): it needs no finding of its own, only not
+    # to be ruled out on this version
+    follows: bool = False
 
     @property
     def name(self) -> str:
@@ -142,7 +146,8 @@ COMPOSITIONS: tuple[Composition, ...] = (
     # a tiled strided walk divides the programs by its tile's width; where each program walks a
     # long loop, splitting that loop over a new grid axis gives the device its programs back
     # (on the kernel as it was, the split sees enough programs and leaves it)
-    Composition(Family.COALESCE, Family.LAUNCH_CONFIG, ("split_carried_scan", "split_long_loop")),
+    # (an autotuned kernel has no launch finding: the split still follows the tile)
+    Composition(Family.COALESCE, Family.LAUNCH_CONFIG, ("split_carried_scan", "split_long_loop"), follows=True),
 )
 
 
@@ -226,8 +231,8 @@ class RulesProposer:
         )
         rewrites: list[tuple[list[Family], Rewrite, list[Finding]]] = []
         for comp in COMPOSITIONS:
-            if comp.first in families and comp.second in families:
-                fs = by_family[comp.first] + by_family[comp.second]
+            if comp.first in families and (comp.second in families or (comp.follows and comp.second not in skip)):
+                fs = by_family[comp.first] + by_family.get(comp.second, [])
                 composed = apply_composition(comp, source, RuleInput(tuple(fs), context, _kernels(fs)), tried)
                 if composed is not None:
                     rewrites.append(([comp.first, comp.second], composed, fs))
@@ -249,7 +254,8 @@ class RulesProposer:
                 Candidate(
                     source=rw.source,
                     diff=unified_diff(source, rw.source),
-                    family=min(fams, key=families.index),  # the family the findings rank highest
+                    # the family the findings rank highest (a composition's second may have none)
+                    family=min((f for f in fams if f in families), key=families.index),
                     rationale=_rationale(fams, rw, fs),
                     findings_addressed=tuple(dict.fromkeys(f.code for f in fs)),
                     proposer=self.name,
