@@ -31,6 +31,7 @@ from diagnosis.engine.evidence import (
     register_code,
 )
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
+from diagnosis.engine.srcmodel import SourceModelError, model_of
 
 PROFILE_ARTEFACT = "profile"  # the name of the profile's artefact (the ProfileResult as JSON)
 LOW_BANDWIDTH = 0.60  # achieved / peak below this on a memory-bound case is a finding
@@ -203,12 +204,12 @@ class _Source:
         if not source:
             return cls({}, frozenset())
         try:
-            tree = ast.parse(source)
-        except SyntaxError:
+            statements = model_of(source).ast_module_statements()
+        except (SyntaxError, SourceModelError):
             return cls({}, frozenset())
         lines: dict[str, int] = {}
         dots: set[str] = set()
-        for node in tree.body:
+        for node in statements:
             if isinstance(node, ast.FunctionDef):
                 lines[node.name] = node.lineno
                 if any(isinstance(n, ast.Attribute) and n.attr == "dot" for n in ast.walk(node)):

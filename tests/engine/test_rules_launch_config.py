@@ -522,7 +522,8 @@ def _correct_for_every_config(tmp_path: Path, befores: dict[str, str]) -> None:
 
 
 def test_rewritten_modules_are_correct_for_every_config(tmp_path: Path) -> None:
-    _correct_for_every_config(tmp_path, {n: h.source(n) for n in ("vec_add.py", "matmul.py", "softmax_loops.py")})
+    befores = {n: h.source(n) for n in ("vec_add.py", "matmul.py", "softmax_loops.py")}
+    _correct_for_every_config(tmp_path, {**befores, "add_guarded.py": ADD_GUARDED})
 
 
 @pytest.mark.parametrize(
@@ -1027,6 +1028,22 @@ ADD_AUTOTUNED = ADD.replace(
     ' key=["n_elements"])\n@triton.jit\n',
 ).replace(", BLOCK_SIZE=1024)", ")")
 
+# lightllm and unsloth: the kernel and the helper that launches it defined under a module-level
+# `if` (a version check) with a fallback in its `else`, and an import under `try`
+ADD_GUARDED = ADD.replace(
+    "import triton.language as tl\n",
+    "import triton.language as tl\n\ntry:\n    from triton.language.extra import libdevice\n"
+    "except ImportError:\n    libdevice = None\n",
+).replace(
+    ADD[ADD.index("@triton.jit") : ADD.index("class ModelNew")],
+    'if triton.__version__ >= "3.0":\n\n'
+    + "".join(
+        f"    {line}" if line.strip() else line
+        for line in ADD[ADD.index("@triton.jit") : ADD.index("class ModelNew")].rstrip().splitlines(keepends=True)
+    )
+    + "\n\nelse:\n\n    def add(x: torch.Tensor, y: torch.Tensor):\n        return x + y\n\n\n",
+)
+
 MATMUL_LAMBDA = (
     '    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)'
     "  # noqa: E731\n"
@@ -1072,6 +1089,10 @@ STYLES = [
     st.row(ADD_RUNTIME_HEURISTICS, "add_tutorial.py",
            ['@libentry()\n@triton.autotune(', '    key=["n_elements"],\n)\n@triton.heuristics(heuristic_config("add"))'],
            ["BLOCK_SIZE=1024"], id="heuristics-from-a-runtime-lookup-under-a-library-wrapper"),
+    st.row(ADD_GUARDED, "add_tutorial.py",
+           ['    @triton.autotune(\n        configs=[\n', '        key=["n_elements"],\n    )\n    @triton.jit\n',
+            "        add_kernel[grid](x, y, output, n_elements)\n"],
+           ["BLOCK_SIZE=1024", " \n"], id="kernel-and-helper-under-a-module-level-if"),
     st.row(ADD_DEFAULT, "add_tutorial.py",
            ['triton.Config({"BLOCK_SIZE": 1024}, num_warps=4)', "BLOCK_SIZE: tl.constexpr = 1024):"],
            id="block-from-the-constexpr-default"),

@@ -9,7 +9,7 @@ import pytest
 
 from diagnosis.engine.proposers.base import CaseShape
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.srcmodel import TensorValue, model_of, model_of_tree
+from diagnosis.engine.srcmodel import TensorValue, model_of, model_of_tree, read
 from diagnosis.engine.srcmodel.read import dotted
 from tests.engine import src
 
@@ -767,6 +767,76 @@ def test_nested_kernels_count_as_kernels_but_not_as_top_level_ones() -> None:
     )
     m = model_of(source)
     assert m.kernels == {} and [k.name for k in m.all_kernels] == ["inner"]
+
+
+# lightllm's and unsloth's layout: an import under `try`, its fallback under `except`, the kernel
+# and its launching helper under a version check with a fallback helper in the `else`
+GUARDED = src(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+    try:
+        from triton.language.extra import libdevice
+        HAS_LIBDEVICE = True
+    except ImportError:
+        libdevice = None
+        HAS_LIBDEVICE = False
+        FALLBACK_NOTE = "no libdevice"
+
+    with torch.no_grad():
+        SCALE = 2
+
+    if triton.__version__ >= "3.0":
+
+        @triton.jit
+        def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        def copy(x):
+            y = torch.empty_like(x)
+            n = x.numel()
+            k[(triton.cdiv(n, 256),)](x, y, n, BLOCK=256)
+            return y
+
+    elif triton.__version__ >= "2.1":
+
+        def copy(x):
+            return x.clone()
+
+        OLD_TRITON = True
+
+    else:
+        raise ImportError("triton too old")
+
+
+    class ModelNew:
+        def forward(self, x):
+            return copy(x)
+    """
+)
+
+
+def test_kernels_and_helpers_under_module_level_if_and_try_are_the_modules() -> None:
+    m = model_of(GUARDED)
+    assert list(m.kernels) == ["k"]
+    (launch,) = m.launches
+    assert (launch.kernel, launch.qualname) == ("k", "copy")
+    path = m.calls.path(launch.function)
+    assert path is not None and [step.caller.name.value for step in path] == ["forward"]
+    # the first alternative of each `if` and `try` binds: the `elif`'s copy and the handler's
+    # rebinding of libdevice and HAS_LIBDEVICE are left out, what only they bind is kept
+    statements = [cu.code(st).strip().splitlines()[-1] for st in read.module_statements(m.tree)]
+    assert "HAS_LIBDEVICE = True" in statements and "HAS_LIBDEVICE = False" not in statements
+    assert "libdevice = None" not in statements and 'FALLBACK_NOTE = "no libdevice"' in statements
+    assert "        return x.clone()" not in statements and "OLD_TRITON = True" in statements
+    assert {"libdevice", "HAS_LIBDEVICE", "SCALE", "k", "copy"} <= m.names.bound
+    assert cu.module_constants(m.tree, read.int_literal) == {"SCALE": 2}
+    # the ast-side readers take the same statements, by line
+    assert [getattr(st, "name", None) for st in m.ast_module_statements()].count("copy") == 1
+    assert m.ast_module_statements()[-1].lineno == m.position(m.calls.entry())[0] - 1
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,23 @@ def test_it_finds_the_kernel_its_constexprs_and_aliases(module) -> None:
     assert kernel.param_default("C").value == 8
 
 
+def test_a_kernel_under_a_module_level_if_is_read_and_triaged() -> None:
+    """lightllm's layout (the source model's GUARDED): the kernel, its helper's launch and a
+    constant under `if`/`try`/`with` blocks are the module's own; its finding names its line."""
+    from tests.engine import tier0
+    from tests.engine.test_srcmodel import GUARDED
+
+    ctx = parse_module(GUARDED)
+    assert list(ctx.kernels) == ["k"] and list(ctx.functions) == ["copy"] and "SCALE" in ctx.constants
+    (launch,) = ctx.launches
+    assert launch.values["BLOCK"].value == 256
+    (finding,) = [f for f in tier0(GUARDED).findings if f.code == "T0-NO-AUTOTUNE"]
+    call_line = next(
+        i for i, line in enumerate(GUARDED.splitlines(), 1) if "k[(triton.cdiv(n, 256),)]" in line
+    )
+    assert finding.kernel == "k" and finding.lines == (call_line,)
+
+
 def test_it_expands_an_autotune_comprehension(module) -> None:
     autotune = module.kernels["k"].autotune
     assert autotune is not None and autotune.key == ("n",)

@@ -94,6 +94,23 @@ class SourceModel:
         start = self._positions[node].start
         return start.line, start.column
 
+    def ast_module_statements(self) -> list[ast.stmt]:
+        """The statements of `ast_tree` that `read.module_statements` gives (the same first
+        lines), in source order: what the ast-side readers take as the module's own."""
+        lines = {self.position(st)[0] for st in read.module_statements(self.tree)}
+        out: list[ast.stmt] = []
+        todo = list(self.ast_tree.body)
+        while todo:
+            st = todo.pop()
+            if isinstance(st, ast.If | ast.With | ast.Try | ast.TryStar):
+                todo.extend(
+                    getattr(st, "body", []) + getattr(st, "orelse", []) + getattr(st, "finalbody", [])
+                )
+                todo.extend(s for h in getattr(st, "handlers", []) for s in h.body)
+            elif st.lineno in lines:
+                out.append(st)
+        return sorted(out, key=lambda st: (st.lineno, st.col_offset))
+
     # -- values -------------------------------------------------------------------------
 
     def context(self) -> Context:

@@ -40,7 +40,7 @@ class CallGraph:
         self.classes: dict[str, dict[str, cst.FunctionDef]] = {}
         self.class_of: dict[int, str] = {}  # id(method) -> its class
         self.outer: dict[int, cst.FunctionDef] = {}  # id(nested function) -> the function around it
-        for st in tree.body:
+        for st in read.module_statements(tree):
             if isinstance(st, cst.FunctionDef) and st.name.value not in kernels:
                 self.functions[st.name.value] = st
             elif isinstance(st, cst.ClassDef):

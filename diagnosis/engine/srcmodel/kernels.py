@@ -114,7 +114,7 @@ def find_kernels(tree: cst.Module, names: Names) -> tuple[dict[str, Kernel], lis
     anywhere in the module, nested ones included, in source order)."""
     top: dict[str, Kernel] = {}
     every: list[Kernel] = []
-    top_ids = {id(st) for st in tree.body}
+    top_ids = {id(st) for st in read.module_statements(tree)}
     for node in read.walk(tree):
         if not isinstance(node, cst.FunctionDef):
             continue
@@ -253,7 +253,7 @@ def _comprehension_ints(comp: cst.ListComp) -> dict[str, frozenset[int] | None]:
 
 def _module_value(tree: cst.Module, name: str) -> cst.BaseExpression | None:
     found = None
-    for st in tree.body:
+    for st in read.module_statements(tree):
         if not isinstance(st, cst.SimpleStatementLine):
             continue
         for small in st.body:
@@ -268,7 +268,7 @@ def _handles(tree: cst.Module, names: Names) -> list[tuple[str, str, cst.Call]]:
     """(handle, kernel, autotune call) for module statements `h = triton.autotune(...)(k)`, also
     through `triton.heuristics(...)` between them."""
     out = []
-    for st in tree.body:
+    for st in read.module_statements(tree):
         if not isinstance(st, cst.SimpleStatementLine):
             continue
         for small in st.body:

@@ -336,7 +336,8 @@ def _function_grid(node: cst.Name, fn: cst.FunctionDef, binding: cst.BaseExpress
 
 def _module_def(module: cst.Module, name: str | None) -> cst.FunctionDef | None:
     """The first module-level `def name`."""
-    return next((st for st in module.body if isinstance(st, cst.FunctionDef) and st.name.value == name), None)
+    defs = (st for st in read.module_statements(module) if isinstance(st, cst.FunctionDef))
+    return next((st for st in defs if st.name.value == name), None)
 
 
 def _local_def(function: cst.FunctionDef, name: str) -> cst.FunctionDef | None:

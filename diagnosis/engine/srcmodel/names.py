@@ -25,6 +25,7 @@ from typing import Any
 import libcst as cst
 
 from diagnosis.engine.srcmodel.nodes import walk
+from diagnosis.engine.srcmodel.scope import binds, module_statements
 
 # Where Triton keeps what it also exports at the top (`triton.runtime.jit.jit` is `triton.jit`).
 _SAME = {
@@ -102,16 +103,8 @@ def collect(tree: cst.Module) -> Names:
                 )
                 imports[local] = f"{module}.{name}"
                 bound.add(local)
-    for st in tree.body:
-        if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
-            bound.add(st.name.value)
-        elif isinstance(st, cst.SimpleStatementLine):
-            for small in st.body:
-                if isinstance(small, cst.Assign):
-                    for t in small.targets:
-                        bound |= {n.value for n in _names(t.target)}
-                elif isinstance(small, cst.AnnAssign):
-                    bound |= {n.value for n in _names(small.target)}
+    for st in module_statements(tree):
+        bound |= binds(st)
     names = Names(imports, frozenset(bound), frozenset(_used_heads(tree)))
     names.factories.update(_factories(tree, names))
     return names
@@ -128,14 +121,14 @@ def _factories(tree: cst.Module, names: Names) -> dict[str, str]:
     out: dict[str, str] = {}
     assigned = [
         t.target.value
-        for st in tree.body
+        for st in module_statements(tree)
         if isinstance(st, cst.SimpleStatementLine)
         for small in st.body
         if isinstance(small, cst.Assign)
         for t in small.targets
         if isinstance(t.target, cst.Name)
     ]
-    for st in tree.body:
+    for st in module_statements(tree):
         alias = _alias(st, names)
         if alias is not None and assigned.count(alias[0]) == 1:
             out[alias[0]] = alias[1]
@@ -202,14 +195,6 @@ def _dotted(node: cst.CSTNode) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return node.value if isinstance(node, cst.Name) else ""
-
-
-def _names(node: cst.CSTNode) -> list[cst.Name]:
-    if isinstance(node, cst.Name):
-        return [node]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _names(e.value)]
-    return []
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import libcst as cst
 
 from diagnosis.engine.srcmodel.names import Names, active
 from diagnosis.engine.srcmodel.nodes import children, walk  # noqa: F401 (read.walk, read.children)
+from diagnosis.engine.srcmodel.scope import module_statements, statements  # noqa: F401 (read.*)
 
 
 def code(node: cst.CSTNode) -> str:
@@ -69,13 +70,6 @@ def arg(call: cst.Call, name: str, position: int | None = None) -> cst.BaseExpre
         if position is not None and a.keyword is None and a.star == "" and i == position:
             return a.value
     return None
-
-
-def statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
-    """The statements of an indented block (none for a one-line suite)."""
-    if isinstance(block, cst.IndentedBlock):
-        return list(block.body)
-    return []
 
 
 def params_of(fn: cst.FunctionDef) -> list[cst.Param]:

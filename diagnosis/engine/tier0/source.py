@@ -811,7 +811,8 @@ def parse_module(source: str) -> ModuleContext:
     tree = model.ast_tree
     aliases = {local: normalize(full) for local, full in model.names.imports.items()}
     constants: dict[str, tuple[int, ast.expr]] = {}
-    for stmt in tree.body:
+    statements = model.ast_module_statements()
+    for stmt in statements:
         targets: list[ast.expr] = []
         value: ast.expr | None = None
         if isinstance(stmt, ast.Assign):
@@ -823,7 +824,7 @@ def parse_module(source: str) -> ModuleContext:
                 constants[target.id] = (stmt.lineno, value)
     ctx = ModuleContext(source, tree, aliases, constants, model=model)
     kernel_lines = {model.position(k.node)[0]: k for k in model.kernels.values()}
-    for stmt in tree.body:
+    for stmt in statements:
         if isinstance(stmt, ast.FunctionDef):
             found = kernel_lines.get(stmt.lineno)
             if found is not None and found.name == stmt.name:
@@ -846,7 +847,8 @@ def parse_module(source: str) -> ModuleContext:
 
 def _handle_autotune(ctx: ModuleContext, handle: str) -> ast.Call | None:
     """The `triton.autotune(...)` call of the module statement `handle = triton.autotune(...)(k)`."""
-    for stmt in ctx.tree.body:
+    assert ctx.model is not None
+    for stmt in ctx.model.ast_module_statements():
         if not (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == handle for t in stmt.targets)):
             continue
         value = stmt.value

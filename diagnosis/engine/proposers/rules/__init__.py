@@ -19,6 +19,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
+from difflib import SequenceMatcher
 
 from diagnosis.engine.evidence import Family, Finding
 from diagnosis.engine.proposers.base import Candidate, ProposalContext, RoundHistory, unified_diff
@@ -83,8 +84,23 @@ def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[s
             continue
         rw = fn(source, inp)
         if rw is not None and rw.source != source and _parses(rw.source):
-            return replace(rw, transform=fn.__name__)
+            return replace(rw, source=_unindented_blank_lines(source, rw.source), transform=fn.__name__)
     return None
+
+
+def _unindented_blank_lines(before: str, after: str) -> str:
+    """`after` with no whitespace on the blank lines the rewrite added. A statement a rule places
+    beside a kernel inside a block (a kernel defined under a module-level `if`) would otherwise
+    carry its leading blank lines at the block's indentation: trailing whitespace, which ruff
+    flags (W293). The module's own lines stay as written."""
+    new = after.splitlines(keepends=True)
+    if not any(not line.strip() and line.strip("\r\n") for line in new):
+        return after
+    old = before.splitlines(keepends=True)
+    for tag, _, _, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag in ("insert", "replace"):
+            new[j1:j2] = [line if line.strip() else line.lstrip(" \t") for line in new[j1:j2]]
+    return "".join(new)
 
 
 def failed_transforms(history: Sequence[RoundHistory]) -> dict[Family, set[str]]:

@@ -33,7 +33,17 @@ from diagnosis.engine.srcmodel import (
     respell,
 )
 from diagnosis.engine.srcmodel.launches import SubscriptGrid
-from diagnosis.engine.srcmodel.read import arg, call_name, children, code, dotted, int_literal, is_call, walk
+from diagnosis.engine.srcmodel.read import (
+    arg,
+    call_name,
+    children,
+    code,
+    dotted,
+    int_literal,
+    is_call,
+    module_statements,
+    walk,
+)
 from diagnosis.engine.srcmodel.values import TENSOR_DTYPES
 
 __all__ = [
@@ -609,7 +619,7 @@ def module_constants(tree: cst.Module, read: Callable[[cst.BaseExpression], Any]
     """Module-level names bound once to a literal that `read` gives a value for (not None)."""
     out: dict[str, Any] = {}
     counts: dict[str, int] = {}
-    for st in tree.body:
+    for st in module_statements(tree):
         for name, value in simple_assigns(st):
             counts[name] = counts.get(name, 0) + 1
             v = read(value)
@@ -952,7 +962,7 @@ class PureCalls:
     `get_num_warps(BLOCK_SIZE)`, `is_hip()`), a cache decorator allowed."""
 
     def __init__(self, tree: cst.Module) -> None:
-        self.defs = {st.name.value: st for st in tree.body if isinstance(st, cst.FunctionDef)}
+        self.defs = {st.name.value: st for st in module_statements(tree) if isinstance(st, cst.FunctionDef)}
         self.known: dict[str, bool] = {}
 
     def __call__(self, node: cst.CSTNode) -> bool:
