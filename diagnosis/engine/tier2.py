@@ -208,13 +208,14 @@ def kernel_findings(
 ) -> list[Finding]:
     """All tier-2 findings of one compiled kernel (used by tier 3 and the counterfactuals too)."""
     found: list[Finding] = []
-    found.extend(_scalar_access(kernel, table, src_lines))
+    tiles = _tile_loads(kernel)
+    found.extend(_scalar_access(kernel, table, src_lines, tiles))
     found.extend(_dot_findings(kernel, table, src_lines))
     found.extend(_layout_conversions(kernel, table, src_lines))
     found.extend(_resource_findings(kernel, table, result))
-    tiles = _tile_loads(kernel)
-    found.extend(_replicated_tiles(kernel, tiles, src_lines))
-    found.extend(_thin_tiles(kernel, tiles, table, src_lines))
+    loads = [t for t in tiles if t.op == "tt.load"]
+    found.extend(_replicated_tiles(kernel, loads, src_lines))
+    found.extend(_thin_tiles(kernel, loads, table, src_lines))
     return found
 
 
@@ -230,7 +231,7 @@ _ELEMENT_BYTES = {"i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "i16": 2, "f16": 2, "bf16
 
 @dataclass(frozen=True)
 class _TileLoad:
-    """A global load of a tensor in a blocked layout, as TTGIR writes it."""
+    """A global load or store of a tensor in a blocked layout, as TTGIR writes it."""
 
     line: int  # the source line
     ir_lines: tuple[int, int]  # the TTGIR lines of the layout and of the load
@@ -239,6 +240,19 @@ class _TileLoad:
     cover: list[int]  # the elements the layout spans per dimension
     per_thread: int  # elements one thread holds per repetition
     threads: int
+    op: str = "tt.load"  # or tt.store
+
+    def fit_threads(self) -> int | None:
+        """The threads that would give each one a 16-byte vector of this tile, when fewer than the
+        layout spreads it over and the layout does not wrap; None otherwise (a tile that wraps is
+        IR_REPLICATED_TILE's, one whose threads hold 16 bytes is fine)."""
+        size = _ELEMENT_BYTES.get(self.element)
+        if size is None or any(c > d for c, d in zip(self.cover, self.shape, strict=True)):
+            return None
+        if self.per_thread * size >= 16:
+            return None
+        fit = max(32, math.prod(self.shape) * size // 16)
+        return fit if fit < self.threads else None
 
 
 def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
@@ -253,7 +267,7 @@ def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
         return []
     out = []
     for op in parse_mlir(ttgir).ops:
-        if op.name != "tt.load" or op.line is None:
+        if op.name not in ("tt.load", "tt.store") or op.line is None:
             continue
         shape_type = tensor_shape(op.attrs)
         layout = _LAYOUT_OF.search(op.attrs)
@@ -264,7 +278,8 @@ def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
             continue
         pointee = _POINTEE.search(shape_type[1])
         element = pointee.group(1) if pointee else shape_type[1]
-        out.append(_TileLoad(op.line, (defined, op.ir_line), shape_type[0], element, cover, per_thread, threads))
+        tile = _TileLoad(op.line, (defined, op.ir_line), shape_type[0], element, cover, per_thread, threads, op.name)
+        out.append(tile)
     return out
 
 
@@ -314,16 +329,12 @@ def _thin_tiles(
     for t in tiles:
         size = _ELEMENT_BYTES.get(t.element)
         row = table.get(t.line)
-        if size is None or row is None or t.line in seen:
+        fit_threads = t.fit_threads()
+        if size is None or row is None or t.line in seen or fit_threads is None:
             continue
-        if any(c > d for c, d in zip(t.cover, t.shape, strict=True)):
-            continue  # wraps: replicated, not thin
         kinds = {a["kind"] for a in row.accesses if a["op"] == "tt.load"}
-        if kinds != {"contiguous"} or t.per_thread * size >= 16:
+        if kinds != {"contiguous"}:
             continue
-        fit_threads = max(32, math.prod(t.shape) * size // 16)
-        if fit_threads >= t.threads:
-            continue  # the tile already needs every thread for 16-byte loads
         seen.add(t.line)
         found.append(
             Finding(
@@ -350,8 +361,13 @@ def _thin_tiles(
 
 
 def _scalar_access(
-    kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str]
+    kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str], tiles: list[_TileLoad]
 ) -> list[Finding]:
+    """Global loads and stores narrower than 64 bits. A contiguous one whose layout gives each
+    thread no more of the tile than one such access holds is narrow because of the warps, not of
+    a missing hint: 128 bf16 on four warps are one element a thread whatever the compiler proves
+    (flag_gems' rotary embedding, a head per loop step). That one points at LAUNCH_CONFIG, and
+    says how many warps give each thread a 16-byte vector."""
     found = []
     for line, row in table.items():
         for cat, what, op_name in ((GLOBAL_LOAD, "load", "tt.load"), (GLOBAL_STORE, "store", "tt.store")):
@@ -387,6 +403,19 @@ def _scalar_access(
             }
             if access == "strided" and stride_args:
                 args["access"] = f"strided (index times {', '.join(stride_args)})"
+            family = Family.COALESCE if access.startswith("strided") else None
+            thin = _thin_for(tiles, line, op_name, width) if access == "contiguous" else None
+            if thin is not None:
+                fit = thin.fit_threads()
+                assert fit is not None
+                family = Family.LAUNCH_CONFIG
+                fit_bytes = min(16, math.prod(thin.shape) * _ELEMENT_BYTES[thin.element] // fit)
+                args.update(per_thread=thin.per_thread, warps=kernel.num_warps, fit_warps=fit // 32)
+                args["access"] = (
+                    f"contiguous, but a {'x'.join(map(str, thin.shape))} tile on {thin.threads} threads gives "
+                    f"each {thin.per_thread} element(s): on {fit // 32} warp(s) each would move {fit_bytes} "
+                    "bytes at once"
+                )
             found.append(
                 Finding(
                     SCALAR_GLOBAL.code,
@@ -395,10 +424,21 @@ def _scalar_access(
                     lines=(line,),
                     kernel=kernel.name,
                     evidence=(_asm_ref(kernel, row.asm_lines.get(cat, [])),),
-                    family_override=Family.COALESCE if access.startswith("strided") else None,
+                    family_override=family,
                 )
             )
     return found
+
+
+def _thin_for(tiles: list[_TileLoad], line: int, op: str, width: int) -> _TileLoad | None:
+    """The tile of the `op` at `line` whose layout gives a thread at most `width` bits, so that no
+    wider access was possible, when fewer warps would give it more."""
+    for t in tiles:
+        size = _ELEMENT_BYTES.get(t.element)
+        if t.line == line and t.op == op and size is not None and t.per_thread * size * 8 <= width:
+            if t.fit_threads() is not None:
+                return t
+    return None
 
 
 def _kernel_count(table: dict[int, LineStats], *cats: str) -> int:

@@ -405,6 +405,8 @@ def _explain_scalar(
         uniq.setdefault(b["arg"], b)
     blockers = list(uniq.values())
     pids = sorted({axis for acc in accesses for axis in acc.get("program_ids", ())})
+    if not blockers and a.get("fit_warps"):
+        return _explain_thin(kernel, finding)
     if blockers:
         reason = "; ".join(b["why"] for b in blockers)
     elif pids:
@@ -446,6 +448,37 @@ def _explain_scalar(
             )
         )
     return out, hyps
+
+
+def _explain_thin(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Counterfactual]]:
+    """A contiguous access every argument of which is divisible, narrow because its layout gives
+    each thread one access's worth of the tile (tier 2 says so): the warps, not a hint, are the
+    cause, and a recompile on fewer warps is the test (LAUNCH_CONFIG)."""
+    a, line = finding.args, finding.lines[0]
+    reason = (
+        f"of its layout, not of a hint: every argument it depends on is divisible by 16, but the tile "
+        f"gives each thread {a['per_thread']} element(s) on {a['warps']} warps, one {a['width']}-bit access; "
+        f"on {a['fit_warps']} warp(s) each thread holds a vector's worth"
+    )
+    explained = Finding(
+        VEC_BLOCKED.code,
+        Severity.HIGH,
+        {"line": line, "what": a["what"], "width": a["width"], "reason": reason, "blockers": [], "op": a["op"]},
+        lines=(line,),
+        kernel=kernel.name,
+        evidence=finding.evidence,
+        family_override=Family.LAUNCH_CONFIG,
+    )
+    fewer = Counterfactual(
+        kernel.name,
+        {"num_warps": a["fit_warps"]},
+        VECTORIZE,
+        (line,),
+        Family.LAUNCH_CONFIG,
+        VEC_BLOCKED.code,
+        kernel.case,
+    )
+    return [explained], [fewer]
 
 
 def _loop_line(kernel: CompiledKernel) -> int | None:

@@ -83,6 +83,22 @@ def test_a_thin_tile_names_the_bytes_a_thread_loads_and_the_warps_that_fill_a_ve
     assert finding.lines == (18,)
 
 
+def test_a_scalar_access_on_a_thin_tile_points_at_the_warps_not_at_hints() -> None:
+    """Unrolled over its heads, flag_gems' rotary layout issues several 16-bit accesses a thread
+    on one line: scalar, contiguous, every argument divisible. The layout gives each thread one
+    element, so the finding names LAUNCH_CONFIG and the warps that give a thread a vector; an
+    unaligned size's scalar load (vadd_unaligned) stays a hint's."""
+    scalar = [f for f in tier2("heads_rotate_thin").findings if f.code == "IR_SCALAR_GLOBAL"]
+    assert sorted(f.lines[0] for f in scalar) == [26, 27, 29]
+    assert {f.family for f in scalar} == {Family.LAUNCH_CONFIG}
+    args = scalar[0].args
+    assert (args["per_thread"], args["warps"], args["fit_warps"], args["width"]) == (1, 4, 1, 16)
+    said = "a 128 tile on 128 threads gives each 1 element(s): on 1 warp(s) each would move 8 bytes"
+    assert said in scalar[0].message
+    unaligned = [f for f in tier2("vadd_unaligned").findings if f.code == "IR_SCALAR_GLOBAL"]
+    assert unaligned and {f.family for f in unaligned} == {Family.HINTS}
+
+
 @pytest.mark.parametrize(("name", "code", "line"), FLAGGED)
 def test_it_flags_the_problem_at_its_line(name: str, code: str, line: int) -> None:
     result = tier2(name)

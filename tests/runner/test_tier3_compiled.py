@@ -126,6 +126,23 @@ def test_it_confirms_vectorization_with_n_divisible_by_16() -> None:
     assert result.explains and result.narrows
 
 
+def test_scalar_accesses_of_a_thin_layout_are_the_warps_and_fewer_warps_confirm_it() -> None:
+    """flag_gems' rotary layout: every argument is divisible by 16, so no hint can help; the tile
+    gives each thread one element. The explanation names the warps and points at LAUNCH_CONFIG,
+    and the recompile on one warp turns the 16-bit loads and the store into 64-bit vectors."""
+    result = tier3("heads_rotate_thin")
+    blocked = findings(result, "CG_VECTORIZATION_BLOCKED")
+    assert sorted(f.lines[0] for f in blocked) == [26, 27, 29]
+    assert {f.family for f in blocked} == {Family.LAUNCH_CONFIG}
+    assert "not of a hint" in blocked[0].message and "1 element(s) on 4 warps" in blocked[0].message
+    [cf] = findings(result, "CG_COUNTERFACTUAL")
+    assert cf.args["overrides"] == {"num_warps": 1} and cf.family == Family.LAUNCH_CONFIG
+    before, after = cf.args["before"]["widths"], cf.args["after"]["widths"]
+    for line, cat in (("26", "global_load"), ("27", "global_load"), ("29", "global_store")):
+        assert before[line][cat] == [16] and after[line][cat] == [64]
+    assert result.explains and result.narrows
+
+
 def test_it_names_the_stride_argument_of_a_strided_load() -> None:
     [f] = findings(tier3("colsum_strided"), "CG_STRIDED_ACCESS")
     assert f.args["stride_args"] == ["stride_xm"]
