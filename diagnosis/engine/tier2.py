@@ -208,7 +208,7 @@ def kernel_findings(
 ) -> list[Finding]:
     """All tier-2 findings of one compiled kernel (used by tier 3 and the counterfactuals too)."""
     found: list[Finding] = []
-    tiles = _tile_loads(kernel)
+    tiles = _tile_accesses(kernel)
     found.extend(_scalar_access(kernel, table, src_lines, tiles))
     found.extend(_dot_findings(kernel, table, src_lines))
     found.extend(_layout_conversions(kernel, table, src_lines))
@@ -230,11 +230,11 @@ _ELEMENT_BYTES = {"i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "i16": 2, "f16": 2, "bf16
 
 
 @dataclass(frozen=True)
-class _TileLoad:
+class _TileAccess:
     """A global load or store of a tensor in a blocked layout, as TTGIR writes it."""
 
     line: int  # the source line
-    ir_lines: tuple[int, int]  # the TTGIR lines of the layout and of the load
+    ir_lines: tuple[int, int]  # the TTGIR lines of the layout and of the access
     shape: tuple[int, ...]
     element: str  # the pointee type: bf16, f32
     cover: list[int]  # the elements the layout spans per dimension
@@ -255,7 +255,7 @@ class _TileLoad:
         return fit if fit < self.threads else None
 
 
-def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
+def _tile_accesses(kernel: CompiledKernel) -> list[_TileAccess]:
     ttgir = kernel.stages.get("ttgir", "")
     layouts: dict[str, tuple[list[int], int, int, int]] = {}
     for m in _BLOCKED.finditer(ttgir):
@@ -278,12 +278,12 @@ def _tile_loads(kernel: CompiledKernel) -> list[_TileLoad]:
             continue
         pointee = _POINTEE.search(shape_type[1])
         element = pointee.group(1) if pointee else shape_type[1]
-        tile = _TileLoad(op.line, (defined, op.ir_line), shape_type[0], element, cover, per_thread, threads, op.name)
+        tile = _TileAccess(op.line, (defined, op.ir_line), shape_type[0], element, cover, per_thread, threads, op.name)
         out.append(tile)
     return out
 
 
-def _replicated_tiles(kernel: CompiledKernel, tiles: list[_TileLoad], src_lines: list[str]) -> list[Finding]:
+def _replicated_tiles(kernel: CompiledKernel, tiles: list[_TileAccess], src_lines: list[str]) -> list[Finding]:
     """Global loads of a tile smaller than the threads its blocked layout spans: the layout
     wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are
     left out: a reduction's small result stored after a big tile is read says nothing.)"""
@@ -316,7 +316,7 @@ def _replicated_tiles(kernel: CompiledKernel, tiles: list[_TileLoad], src_lines:
 
 
 def _thin_tiles(
-    kernel: CompiledKernel, tiles: list[_TileLoad], table: dict[int, LineStats], src_lines: list[str]
+    kernel: CompiledKernel, tiles: list[_TileAccess], table: dict[int, LineStats], src_lines: list[str]
 ) -> list[Finding]:
     """Contiguous global loads whose layout gives each thread less than a 16-byte vector while
     fewer warps would give every thread more: a 128-element bf16 row on four warps holds one
@@ -361,7 +361,7 @@ def _thin_tiles(
 
 
 def _scalar_access(
-    kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str], tiles: list[_TileLoad]
+    kernel: CompiledKernel, table: dict[int, LineStats], src_lines: list[str], tiles: list[_TileAccess]
 ) -> list[Finding]:
     """Global loads and stores narrower than 64 bits. A contiguous one whose layout gives each
     thread no more of the tile than one such access holds is narrow because of the warps, not of
@@ -430,7 +430,7 @@ def _scalar_access(
     return found
 
 
-def _thin_for(tiles: list[_TileLoad], line: int, op: str, width: int) -> _TileLoad | None:
+def _thin_for(tiles: list[_TileAccess], line: int, op: str, width: int) -> _TileAccess | None:
     """The tile of the `op` at `line` whose layout gives a thread at most `width` bits, so that no
     wider access was possible, when fewer warps would give it more."""
     for t in tiles:
