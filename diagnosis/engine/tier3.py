@@ -61,7 +61,7 @@ VEC_BLOCKED = register_code(
     Tier.COMPILER,
     Family.HINTS,
     "line {line}: the {what} stays {width}-bit because {reason}",
-    "Vectorization blocked by unknown divisibility",
+    "Vectorization blocked (divisibility or layout)",
 )
 STRIDED = register_code(
     "CG_STRIDED_ACCESS",
