@@ -242,17 +242,20 @@ class _TileAccess:
     threads: int
     op: str = "tt.load"  # or tt.store
 
-    def fit_threads(self) -> int | None:
-        """The threads that would give each one a 16-byte vector of this tile, when fewer than the
-        layout spreads it over and the layout does not wrap; None otherwise (a tile that wraps is
-        IR_REPLICATED_TILE's, one whose threads hold 16 bytes is fine)."""
+    def fit(self) -> tuple[int, int] | None:
+        """(warps, bytes a thread would move at once on them): the warps that give each thread a
+        16-byte vector of this tile (at least one), when fewer than the layout spreads it over and
+        the layout does not wrap; None otherwise (a tile that wraps is IR_REPLICATED_TILE's, one
+        whose threads hold 16 bytes is fine)."""
         size = _ELEMENT_BYTES.get(self.element)
         if size is None or any(c > d for c, d in zip(self.cover, self.shape, strict=True)):
             return None
         if self.per_thread * size >= 16:
             return None
-        fit = max(32, math.prod(self.shape) * size // 16)
-        return fit if fit < self.threads else None
+        threads = max(32, math.prod(self.shape) * size // 16)
+        if threads >= self.threads:
+            return None
+        return threads // 32, min(16, math.prod(self.shape) * size // threads)
 
 
 def _tile_accesses(kernel: CompiledKernel) -> list[_TileAccess]:
@@ -329,8 +332,8 @@ def _thin_tiles(
     for t in tiles:
         size = _ELEMENT_BYTES.get(t.element)
         row = table.get(t.line)
-        fit_threads = t.fit_threads()
-        if size is None or row is None or t.line in seen or fit_threads is None:
+        fit = t.fit()
+        if size is None or row is None or t.line in seen or fit is None:
             continue
         kinds = {a["kind"] for a in row.accesses if a["op"] == "tt.load"}
         if kinds != {"contiguous"}:
@@ -348,8 +351,8 @@ def _thin_tiles(
                     "warps": kernel.num_warps,
                     "per_thread": t.per_thread,
                     "bytes": t.per_thread * size,
-                    "fit_warps": fit_threads // 32,
-                    "fit_bytes": min(16, math.prod(t.shape) * size // fit_threads),
+                    "fit_warps": fit[0],
+                    "fit_bytes": fit[1],
                     "code": _src(src_lines, t.line),
                 },
                 lines=(t.line,),
@@ -406,15 +409,12 @@ def _scalar_access(
             family = Family.COALESCE if access.startswith("strided") else None
             thin = _thin_for(tiles, line, op_name, width) if access == "contiguous" else None
             if thin is not None:
-                fit = thin.fit_threads()
-                assert fit is not None
+                warps, moved = thin.fit() or (0, 0)
                 family = Family.LAUNCH_CONFIG
-                fit_bytes = min(16, math.prod(thin.shape) * _ELEMENT_BYTES[thin.element] // fit)
-                args.update(per_thread=thin.per_thread, warps=kernel.num_warps, fit_warps=fit // 32)
+                args.update(per_thread=thin.per_thread, warps=kernel.num_warps, fit_warps=warps)
                 args["access"] = (
                     f"contiguous, but a {'x'.join(map(str, thin.shape))} tile on {thin.threads} threads gives "
-                    f"each {thin.per_thread} element(s): on {fit // 32} warp(s) each would move {fit_bytes} "
-                    "bytes at once"
+                    f"each {thin.per_thread} element(s): on {warps} warp(s) each would move {moved} bytes at once"
                 )
             found.append(
                 Finding(
@@ -435,9 +435,8 @@ def _thin_for(tiles: list[_TileAccess], line: int, op: str, width: int) -> _Tile
     wider access was possible, when fewer warps would give it more."""
     for t in tiles:
         size = _ELEMENT_BYTES.get(t.element)
-        if t.line == line and t.op == op and size is not None and t.per_thread * size * 8 <= width:
-            if t.fit_threads() is not None:
-                return t
+        if t.line == line and t.op == op and size is not None and t.per_thread * size * 8 <= width and t.fit():
+            return t
     return None
 
 
