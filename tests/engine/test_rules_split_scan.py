@@ -13,6 +13,7 @@ from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext, RoundHistory
 from diagnosis.engine.proposers.rules import RuleInput, RulesProposer, apply_family, transforms_for
 from diagnosis.engine.proposers.rules.split_scan import split_carried_scan
+from diagnosis.engine.tier0 import run_tier0
 from diagnosis.engine.verdict import Verdict
 from tests.engine.rules_cases import harness as h
 from tests.engine.rules_cases import review
@@ -316,6 +317,10 @@ def test_a_tiled_strided_scan_is_split_in_the_same_candidate(tmp_path: Path) -> 
     assert "        col_cumsum_kernel[grid](x, out, n_rows, n_cols, 64, BLOCK_N_COLS=32)\n" in composed.source
     assert "carry = tl.zeros([BLOCK_N_COLS], dtype=tl.float32)" in composed.source  # the tile's carry, split
     assert review.added([("composed", COLUMN_STYLE, composed.source)], tmp_path) == {}
+    # each program's totals fill a slot of whole tiles the wrapper allocates: no missing mask
+    partials = "tl.store(partials_ptr + (split * programs + tile) * BLOCK_N_COLS + lanes, "
+    assert partials in composed.source
+    assert [f.code for f in run_tier0(composed.source).findings if f.family is Family.MASKING] == []
     h.assert_interp_ok({"composed": composed.source}, tmp_path)
 
 

@@ -24,6 +24,28 @@ def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, x * 2)  # <- T0-MISSING-MASK
 """
 
+# Each program sums its rows' tile of columns and stores it in its own slot of a scratch buffer
+# the wrapper allocates with the block as a dimension: a buffer of whole blocks, in bounds.
+SCRATCH = """
+@triton.jit
+def col_partials(x_ptr, part_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    split = tl.program_id(1)
+    lanes = tl.arange(0, BLOCK)
+    cols = tl.program_id(0) * BLOCK + lanes
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for row in range(split, n_rows, tl.num_programs(1)):
+        acc += tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(part_ptr + (split * tl.num_programs(0) + tl.program_id(0)) * BLOCK + lanes, acc){mark}
+
+
+def col_sums(x):
+    n_rows, n_cols = x.shape
+    grid = (triton.cdiv(n_cols, 32), 8)
+    {alloc}
+    col_partials[grid](x, part, n_rows, n_cols, BLOCK=32)
+    return part.sum(0).flatten()[:n_cols]
+"""
+
 MISSING_NOOP = [
     pytest.param(
         HEAD
@@ -95,6 +117,14 @@ def block_ptrs(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
 """,
         id="block-pointer-with-boundary-check",
     ),
+    pytest.param(
+        HEAD + SCRATCH.format(alloc="part = torch.empty((8, grid[0], 32), device=x.device)", mark=""),
+        id="scratch-buffer-of-whole-blocks",
+    ),
+    pytest.param(
+        HEAD + SCRATCH.format(alloc="part = x.new_zeros(8, grid[0], 32)", mark=""),
+        id="scratch-buffer-from-a-tensor-method",
+    ),
 ]
 
 EXACT_TILES = """
@@ -136,6 +166,13 @@ def row_sum(x_ptr, y_ptr, stride, n_cols, BLOCK: tl.constexpr):
     tl.store(y_ptr + row, acc)
 """,
         id="row-loop-without-a-tail-mask",
+    ),
+    pytest.param(
+        HEAD
+        + SCRATCH.format(
+            alloc="part = torch.empty(8 * n_cols, device=x.device)", mark="  # <- T0-MISSING-MASK"
+        ),
+        id="a-buffer-sized-by-the-tensor-not-the-block",
     ),
 ]
 

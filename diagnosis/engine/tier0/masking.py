@@ -4,7 +4,10 @@ A load or store whose offsets come from ``tl.arange`` moved by a program id or a
 variable reads past the end of the tensor unless the size is a multiple of the block.
 Without a mask, and without an ``assert n % BLOCK == 0`` in the wrapper (or a
 ``@triton.heuristics`` flag guarding the unmasked branch), that is a correctness bug, not a
-speed question. Offsets wrapped with ``% size`` (the tutorial GEMM's rows) stay in bounds.
+speed question. Offsets wrapped with ``% size`` (the tutorial GEMM's rows) stay in bounds, and
+so does a scratch buffer the wrapper allocates with the block as one of its dimensions (each
+program's partials in ``torch.empty((programs, BLOCK))``): its size is a multiple of the block
+by construction, as an assert would say.
 
 A mask that can never be false is informational: it costs a compare per element and can
 keep the compiler from proving the access contiguous.
@@ -17,7 +20,7 @@ from collections.abc import Iterator
 
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, register_code
 from diagnosis.engine.tier0.registry import rule
-from diagnosis.engine.tier0.source import ATOMICS, KernelContext, call_arg
+from diagnosis.engine.tier0.source import ATOMICS, KernelContext, Resolver, call_arg
 
 MISSING_MASK = register_code(
     "T0-MISSING-MASK",
@@ -115,6 +118,42 @@ def _asserted_names(ctx: KernelContext) -> set[str]:
     return names
 
 
+def _arange_extents(ctx: KernelContext, ptr: ast.expr) -> list[ast.expr]:
+    """The extents ``X`` of the ``tl.arange(0, X)`` an address is built from, through its names."""
+    extents: list[ast.expr] = []
+    seen: set[str] = set()
+    stack: list[ast.AST] = [ptr]
+    while stack:
+        for sub in ast.walk(stack.pop()):
+            if isinstance(sub, ast.Call) and ctx.tl_name(sub) == "arange" and len(sub.args) == 2:
+                extents.append(sub.args[1])
+            elif isinstance(sub, ast.Name) and sub.id not in seen:
+                seen.add(sub.id)
+                stack.extend(e for _, e in ctx.defs.get(sub.id, ()))
+    return extents
+
+
+def _block_shaped_buffer(ctx: KernelContext, ptr: ast.expr) -> bool:
+    """Every launch passes the tensor ``ptr`` moves through as one its wrapper allocates
+    (``torch.empty((n, grid[0], 32))``, ``z.new_empty(...)``) with each block of the address as
+    one of the dimensions: a scratch area of whole blocks, which no partial last block can
+    leave."""
+    bases = ctx.deps(ptr).params & ctx.pointer_params()
+    extents = _arange_extents(ctx, ptr)
+    if len(bases) != 1 or not extents or not ctx.launches:
+        return False
+    (base,) = bases
+    for site in ctx.launches:
+        dims = site.allocated_dims(base)
+        for extent in extents:
+            # a constexpr is what the launch passes; a literal or a module constant is itself
+            passed = site.values.get(extent.id) if isinstance(extent, ast.Name) else None
+            block = passed or Resolver(ctx.module).resolve(extent, ctx.line)
+            if block.as_int() not in dims:
+                return False
+    return True
+
+
 def _guarded_by_constexpr(ctx: KernelContext, call: ast.Call) -> bool:
     """Inside ``if EVEN_K:`` (a constexpr or heuristic flag): the other branch masks."""
     for node in ctx.enclosing(call, ast.If):
@@ -138,7 +177,7 @@ def missing_mask(ctx: KernelContext) -> Iterator[Finding]:
             continue
         if asserted is None:
             asserted = _asserted_names(ctx)
-        if asserted:
+        if asserted or _block_shaped_buffer(ctx, ptr):
             continue
         yield Finding(
             MISSING_MASK.code,

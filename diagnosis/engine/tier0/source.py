@@ -48,6 +48,7 @@ _DTYPES = {
 _ALLOCATORS = frozenset(
     {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"}
 )
+_TENSOR_ALLOCATORS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full"})
 _DTYPE_METHODS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16", "double": "float64"}
 _TRANSPOSES = frozenset({"t", "T", "mT", "transpose", "permute", "swapaxes"})
 
@@ -405,15 +406,31 @@ class LaunchSite:
 
     def local_buffer(self, param: str) -> bool:
         """Whether the argument for ``param`` is a tensor the launching function allocated
-        (``torch.empty(...)``, ``torch.zeros_like(...)``): an intermediate, not an input."""
+        (``torch.empty(...)``, ``torch.zeros_like(...)``, ``x.new_empty(...)``): an
+        intermediate, not an input."""
+        return self.allocation(param) is not None
+
+    def allocation(self, param: str) -> ast.Call | None:
+        """The call that allocated the tensor passed for ``param`` in the launching function."""
         arg = self.args.get(param)
-        if not isinstance(arg, ast.Name):
-            return False
-        found = self.resolver.lookup(arg.id, self.line)
-        if found is None or not isinstance(found[1], ast.Call):
-            return False
-        name = self.resolver.module.canonical(found[1].func) or ""
-        return name.startswith("torch.") and name.split(".")[-1] in _ALLOCATORS
+        found = self.resolver.lookup(arg.id, self.line) if isinstance(arg, ast.Name) else None
+        call = found[1] if found is not None else None
+        if not isinstance(call, ast.Call):
+            return None
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _TENSOR_ALLOCATORS:
+            return call
+        name = self.resolver.module.canonical(call.func) or ""
+        return call if name.startswith("torch.") and name.split(".")[-1] in _ALLOCATORS else None
+
+    def allocated_dims(self, param: str) -> set[int]:
+        """The dimensions, known as integers, of a tensor the launching function allocated with
+        a shape (``torch.empty((n, 32))``, ``x.new_zeros(n, 32)``) and passes for ``param``."""
+        call = self.allocation(param)
+        if call is None or not call.args or (self.resolver.module.canonical(call.func) or "").endswith("_like"):
+            return set()
+        first = call.args[0]
+        shape = first.elts if isinstance(first, ast.Tuple | ast.List) else call.args
+        return {v for v in (self.resolver.resolve(d, self.line).as_int() for d in shape) if v is not None}
 
 
 @dataclass(frozen=True)
