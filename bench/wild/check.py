@@ -145,6 +145,7 @@ def write_rewrites(directory: Path, out: Path, only: str | None = None) -> int:
         COMPOSITIONS,
         RuleInput,
         apply_composition,
+        apply_family,
         registered_families,
         transforms_for,
     )
@@ -156,7 +157,14 @@ def write_rewrites(directory: Path, out: Path, only: str | None = None) -> int:
     for path in sorted(p for p in directory.glob("[0-9][0-9]_*.py") if not only or re.search(only, p.name)):
         source = path.read_text()
         inp = RuleInput((), ProposalContext(cases=cases_of(path), device=sol.lookup("NVIDIA H200").spec))
-        found = [(fn.__name__, fn(source, inp)) for family in registered_families() for fn in transforms_for(family)]
+        # one transform at a time, through apply_family as the proposer calls it (which also
+        # tries the module with its launches' `**d` written out)
+        found = [
+            (fn.__name__, apply_family(family, source, inp, skip=names - {fn.__name__}))
+            for family in registered_families()
+            for names in [{f.__name__ for f in transforms_for(family)}]
+            for fn in transforms_for(family)
+        ]
         found += [(f"{c.first}_then_{c.second}", apply_composition(c, source, inp)) for c in COMPOSITIONS]
         seen = {source}
         for name, rw in found:

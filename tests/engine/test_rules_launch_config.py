@@ -1065,6 +1065,12 @@ LIGER_KERNEL_ARGS = (
     .replace("        num_warps=num_warps,\n    )", "        num_warps=num_warps,\n        **kernel_args,  # XPU-specific\n    )")
 )
 
+# liger's selective log-softmax passes its block and launch options in a local dict
+SOFTMAX_DICT = st.source("softmax_liger.py").replace(
+    "    y2d = torch.empty_like(x2d)\n",
+    '    y2d = torch.empty_like(x2d)\n    kwargs = {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps}\n',
+).replace("        BLOCK_SIZE=BLOCK_SIZE,\n        num_warps=num_warps,\n", "        **kwargs,\n")
+
 STYLES = [
     st.row(ADD, "add_tutorial.py",
            ['key=["n_elements"]', "    add_kernel[grid](x, y, output, n_elements)\n",
@@ -1147,6 +1153,11 @@ STYLES = [
     st.row(LIGER_KERNEL_ARGS, "softmax_liger.py",
            ["triton.Config({}, num_warps=16)", "        **kernel_args,  # XPU-specific\n        n_rows=n_rows,\n    )"],
            ["num_warps=num_warps"], id="kernel-args-dict-filled-on-xpu-only"),
+    # ... and one that passes them, written out as keywords first: the dict goes
+    st.row(SOFTMAX_DICT, "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)",
+            "        n_cols,\n        BLOCK_SIZE=BLOCK_SIZE,\n        n_rows=n_rows,\n    )\n"],
+           ["kwargs", "num_warps=num_warps"], id="block-and-warps-in-a-local-dict"),
     *st.import_rows("add_tutorial.py", ["@triton.autotune(", 'key=["n_elements"]'], ["BLOCK_SIZE=1024"]),
 ]
 

@@ -78,13 +78,25 @@ def registered_families() -> list[Family]:
 
 def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[str] = ()) -> Rewrite | None:
     """The first transform of `family` (but those named in `skip`) that applies to `source`
-    and yields a valid module."""
+    and yields a valid module; where none does, the first that applies once the launches'
+    `**d` of local dicts are written out as keywords (`launch_dicts`)."""
+    from diagnosis.engine.proposers.rules.launch_dicts import spelled_out
+
+    rw = _first_transform(family, source, inp, skip)
+    if rw is None and (written := spelled_out(source)) is not None:
+        rw = _first_transform(family, written, inp, skip)
+    if rw is None or rw.source == source:
+        return None
+    return replace(rw, source=_unindented_blank_lines(source, rw.source))
+
+
+def _first_transform(family: Family, source: str, inp: RuleInput, skip: Collection[str]) -> Rewrite | None:
     for fn in transforms_for(family):
         if fn.__name__ in skip:
             continue
         rw = fn(source, inp)
         if rw is not None and rw.source != source and _parses(rw.source):
-            return replace(rw, source=_unindented_blank_lines(source, rw.source), transform=fn.__name__)
+            return replace(rw, transform=fn.__name__)
     return None
 
 

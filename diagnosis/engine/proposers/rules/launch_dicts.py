@@ -1,0 +1,144 @@
+"""A launch's `**d` of a local dict literal, written out as the keywords the dict holds.
+
+liger's selective log-softmax launches its kernel as
+
+    kwargs = {"BLOCK_N": 2048, "num_stages": 4, "num_warps": 1}
+    _selective_log_softmax_kernel[(B, L)](logits, ..., N, **kwargs)
+
+The dict passes a block and two launch options, which a rule that reads or rebuilds a launch's
+arguments must see, so every such rule refuses the launch (`Launch.hides_args`,
+`has_star_args`). Written out, the launch passes `BLOCK_N=2048, num_stages=4, num_warps=1`
+itself and the dict is gone: the same call. `apply_family` reads a module in this form only when
+no transform applies to it as written, so a rewrite that never needed the launch keeps the dict.
+
+The dict is written out only where nothing can tell the difference: it is bound once, by a
+literal of string keys, in the statement block that holds the launch and before it, and read
+nowhere but in the one `**`; no key is a keyword the launch already passes; each value calls only
+what has no effect (`cst_util.PureCalls`) and reads no name that a statement between the two
+binds again, so it is the same value at the launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.srcmodel import Launch, model_of_tree, read
+
+
+def spelled_out(source: str) -> str | None:
+    """`source` with each launch's `**d` that can be written out so; None where there is none."""
+    tree = cu.parse(source)
+    if tree is None:
+        return None
+    pure = cu.PureCalls(tree)
+    edits: list[tuple[cst.CSTNode, object]] = []
+    for launch in model_of_tree(tree).launches:
+        args: list[cst.Arg] = []
+        written = False
+        for arg in launch.call.args:
+            plan = _plan(launch, arg, pure) if arg.star == "**" else None
+            if plan is None:
+                args.append(arg)
+                continue
+            assign, elements = plan
+            edits.append((assign, cst.RemoveFromParent()))
+            args += [cu.keyword_arg(key, value) for key, value in elements]
+            written = True
+        if written:
+            edits.append((launch.call, launch.call.with_changes(args=_laid_out(launch.call.args, args))))
+    return cu.emit(cu.replace(tree, edits), tree) if edits else None
+
+
+def _plan(
+    launch: Launch, arg: cst.Arg, pure: cu.PureCalls
+) -> tuple[cst.SimpleStatementLine, list[tuple[str, cst.BaseExpression]]] | None:
+    """(the statement that binds the dict, its keys and values) when `arg`, a `**d`, can be
+    written out; None otherwise."""
+    if not isinstance(arg.value, cst.Name) or launch.line is None:
+        return None
+    name = arg.value.value
+    fn = launch.function
+    if name in {p.name.value for p in read.params_of(fn)}:
+        return None
+    if sum(1 for n in read.walk(fn.body) if isinstance(n, cst.Name) and n.value == name) != 2:
+        return None  # bound once and read once: the assignment's target and the `**`
+    block = next(
+        (
+            b
+            for b in read.walk(fn)
+            if isinstance(b, cst.IndentedBlock) and any(s is launch.line for s in b.body)
+        ),
+        None,
+    )
+    if block is None:
+        return None
+    at = next(i for i, s in enumerate(block.body) if s is launch.line)
+    found = next(((i, s) for i, s in enumerate(block.body[:at]) if _binds(s, name)), None)
+    if found is None:
+        return None
+    i, statement = found
+    elements = _elements(statement.body[0].value)
+    if elements is None or {k for k, _ in elements} & set(launch.keywords):
+        return None
+    rebound = {t for s in block.body[i + 1 : at] for t in _targets(s)}
+    if any(not pure(v) or cu.names_in(v) & rebound for _, v in elements):
+        return None
+    return statement, elements
+
+
+def _binds(statement: cst.BaseStatement, name: str) -> bool:
+    """Whether `statement` is `name = {...}` alone on its line."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return False
+    small = statement.body[0]
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and small.targets[0].target.value == name
+    )
+
+
+def _elements(node: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]] | None:
+    """The (key, value) pairs of a dict literal of distinct string keys that are identifiers."""
+    if not isinstance(node, cst.Dict):
+        return None
+    out = []
+    for e in node.elements:
+        key = read.string_literal(e.key) if isinstance(e, cst.DictElement) else None
+        if key is None or not key.isidentifier():
+            return None
+        out.append((key, e.value))
+    return out if len({k for k, _ in out}) == len(out) else None
+
+
+def _targets(statement: cst.CSTNode) -> set[str]:
+    """Every name `statement` binds anywhere in it (assignments, loops, `with ... as`, walrus)."""
+    out: set[str] = set()
+    for n in read.walk(statement):
+        target = None
+        if isinstance(n, cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For):
+            target = n.target
+        elif isinstance(n, cst.NamedExpr):
+            target = n.target
+        elif isinstance(n, cst.AsName):
+            target = n.name
+        if target is not None:
+            out |= {t.value for t in read.walk(target) if isinstance(t, cst.Name)}
+    return out
+
+
+def _laid_out(old: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
+    """`new`, the arguments of a call that held `old`, separated as `old` was: an argument
+    written out takes the separator between the old arguments (a line break in a call laid out
+    one argument per line), and the last keeps what followed the old last one (a trailing comma,
+    or none)."""
+    sep = old[-2].comma if len(old) > 1 and isinstance(old[-2].comma, cst.Comma) else None
+    sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    kept = {id(a) for a in old}
+    out = [a if id(a) in kept else a.with_changes(comma=sep) for a in new]
+    out[-1] = out[-1].with_changes(comma=old[-1].comma, whitespace_after_arg=old[-1].whitespace_after_arg)
+    return out

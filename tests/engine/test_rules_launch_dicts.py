@@ -1,0 +1,96 @@
+"""A launch's `**d` of a local dict literal, written out as keywords where a rule needs the launch."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.rules import apply_family
+from diagnosis.engine.proposers.rules.launch_dicts import spelled_out
+from tests.engine.rules_cases import harness as h
+
+HEAD = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def scale(x):
+    n = x.numel()
+    out = torch.empty_like(x)
+"""
+ONE_LINE = (
+    HEAD
+    + """    kw = {"BLOCK": 1024, "num_warps": 4}
+    scale_kernel[(triton.cdiv(n, 1024),)](x, out, n, **kw)
+    return out
+"""
+)
+PER_LINE = (
+    HEAD
+    + """    block = triton.next_power_of_2(min(n, 4096))
+    kw = {"BLOCK": block, "num_warps": 4}
+    grid = (triton.cdiv(n, block),)
+    scale_kernel[grid](
+        x,
+        out,
+        n,
+        **kw,
+    )
+    return out
+"""
+)
+
+
+def test_a_local_dict_becomes_the_keywords_it_holds() -> None:
+    assert spelled_out(ONE_LINE) == ONE_LINE.replace(
+        '    kw = {"BLOCK": 1024, "num_warps": 4}\n', ""
+    ).replace("(x, out, n, **kw)", "(x, out, n, BLOCK=1024, num_warps=4)")
+    # one key takes the place of the `**` as well
+    one = ONE_LINE.replace('{"BLOCK": 1024, "num_warps": 4}', '{"BLOCK": 1024}')
+    assert spelled_out(one) == one.replace('    kw = {"BLOCK": 1024}\n', "").replace("**kw)", "BLOCK=1024)")
+    # a statement between them that binds none of its values leaves them as they were
+    assert spelled_out(PER_LINE) == PER_LINE.replace(
+        '    kw = {"BLOCK": block, "num_warps": 4}\n', ""
+    ).replace("        **kw,\n", "        BLOCK=block,\n        num_warps=4,\n")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(ONE_LINE.replace("    scale_kernel", '    kw["num_stages"] = 2\n    scale_kernel'), id="filled-later"),
+        pytest.param(ONE_LINE.replace("    kw = ", "    if n:\n        kw = ").replace("    scale_kernel", "    else:\n        kw = {}\n    scale_kernel"), id="bound-in-branches"),
+        pytest.param(PER_LINE.replace("    grid = (", "    block = 2048\n    grid = ("), id="value-rebound-before-the-launch"),
+        pytest.param(ONE_LINE.replace("(x, out, n, **kw)", "(x, out, n, num_warps=8, **kw)"), id="key-also-passed"),
+        pytest.param(ONE_LINE.replace('{"BLOCK": 1024, "num_warps": 4}', "dict(BLOCK=1024, num_warps=4)"), id="not-a-literal"),
+        pytest.param(ONE_LINE.replace('"num_warps": 4', '"num_warps": next(WARPS)'), id="value-with-an-effect"),
+        pytest.param(ONE_LINE.replace("def scale(x):", "def scale(x, kw=None):").replace('    kw = {"BLOCK": 1024, "num_warps": 4}\n', ""), id="a-parameter"),
+        pytest.param(ONE_LINE.replace("    return out", "    print(kw)\n    return out"), id="read-after-the-launch"),
+    ],
+)  # fmt: skip
+def test_a_dict_that_may_not_be_what_the_launch_receives_stays(source: str) -> None:
+    assert spelled_out(source) is None
+
+
+def test_a_rule_that_applies_as_written_keeps_the_dict() -> None:
+    """The dict is written out only for a rule that cannot apply otherwise: one of keys that are
+    neither parameters nor options (an XPU's `grf_mode`) hides nothing from LAUNCH_CONFIG."""
+    source = ONE_LINE.replace('{"BLOCK": 1024, "num_warps": 4}', '{"grf_mode": "256"}').replace(
+        "(x, out, n, **kw)", "(x, out, n, BLOCK=1024, **kw)"
+    )
+    rw = apply_family(Family.LAUNCH_CONFIG, source, h.rule_input())
+    assert rw is not None and "triton.autotune(" in rw.source
+    assert '    kw = {"grf_mode": "256"}\n' in rw.source and "**kw)" in rw.source
+    # where it passes the block, the rule takes the launch written out: the dict goes
+    rw = apply_family(Family.LAUNCH_CONFIG, ONE_LINE, h.rule_input())
+    assert rw is not None and "triton.autotune(" in rw.source
+    assert rw.source.endswith(
+        "    out = torch.empty_like(x)\n"
+        '    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)\n'
+        "    return out\n"
+    )
