@@ -24,6 +24,7 @@ from diagnosis.engine.records import sha256
 from diagnosis.engine.roofline import Roofline, RooflineCase, roofline
 from diagnosis.engine.serialize import summary_from_json, verification_from_json
 from diagnosis.engine.sol import math_class, peak_tflops
+from diagnosis.engine.tier1 import short_kernel_name
 from diagnosis.models import Artefact, DiagnosisRun, Finding, KernelVersion, Proposal
 
 # Pipeline order of the kinds on every page (amdgcn and linalg stand where their targets put them)
@@ -391,6 +392,8 @@ class CaseRow:
     cand_pct_sol: float | None = None
     cand_gbs: float | None = None
     cand_tflops: float | None = None
+    # (name as a reader knows it, us a call, a Triton kernel of the module) longest first
+    kernels: list[tuple[str, float, bool]] = field(default_factory=list)
 
 
 @dataclass
@@ -404,6 +407,11 @@ class Profile:
     source: str  # profile (tier 1's artefact) or summary (a run's timings without bytes and FLOPs)
     candidate: Proposal | None = None
     candidates: list[Proposal] = field(default_factory=list)
+
+    @property
+    def kernel_rows(self) -> list[CaseRow]:
+        """The cases whose kernels were timed one by one."""
+        return [r for r in self.rows if r.kernels]
 
 
 def _rate(num: float | None, ms: float | None, scale: float) -> float | None:
@@ -501,6 +509,8 @@ def _from_profile(
                 c.flops / c.bytes if c.bytes and c.flops else None, gbs, tfl, c.sol_ms, c.pct_sol, bound,
             )
         )  # fmt: skip
+        triton = {li.kernel for li in c.launches}
+        rows[-1].kernels = [(short_kernel_name(name), us, name in triton) for name, us in c.kernel_us]
         chart_cases.append(RooflineCase(c.index, "parent", c.flops, c.bytes, c.time_ms, c.dtype))
         cand = cand_cases.get(c.index)
         if cand is not None:

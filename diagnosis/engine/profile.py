@@ -46,6 +46,9 @@ class ProfileCase:
     achieved_gbs: float | None = None
     achieved_tflops: float | None = None
     dtype: str = "float32"  # dominant floating dtype of the inputs
+    # device us per call of each GPU kernel the forward ran, by name, longest first (the CUDA
+    # backend's `kernel_times`); empty where they were not measured
+    kernel_us: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class ProfileResult:
                     "launches": tuple(
                         LaunchInfo(**{**li, "grid": tuple(li["grid"])}) for li in c.get("launches", ())
                     ),
+                    "kernel_us": tuple((str(name), float(us)) for name, us in c.get("kernel_us", ())),
                 }
             )
             for c in data.get("cases", ())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ NEAR_SOL_PCT = 80.0
 LOW_OCCUPANCY_PCT = 25.0
 LOW_L2_HIT_PCT = 50.0
 STALL_SHARE_PCT = 30.0  # a stall reason below this share is not "the" reason
+OTHER_KERNELS_SHARE = 0.2  # from this share of a forward's kernel time in other kernels: a finding
 
 NO_DEVICE = register_code(
     "T1-NO-DEVICE",
@@ -150,6 +152,15 @@ L2_LOW_HIT = register_code(
     "{kernel}: L2 hit rate {l2_hit_pct}% on a tiled product: operand tiles are fetched from memory again "
     "instead of reused from L2; a grouped program order keeps them resident",
     "Low L2 hit rate on a tiled product",
+)
+
+OTHER_KERNELS = register_code(
+    "T1-OTHER-KERNELS",
+    Tier.PROFILE,
+    Family.NONE,  # the wrapper's own torch work: no rewrite of the Triton kernels removes it
+    "case {case}: {share_pct}% of the forward's kernel time ({other_us} of {total_us} us a call) is in "
+    "kernels other than the module's Triton kernels: {top}",
+    "Time in kernels the Triton code does not launch",
 )
 
 # ncu stall reasons (normalized) -> (meaning, family when the source has no tl.dot, with tl.dot)
@@ -302,6 +313,7 @@ def run_tier1(profile: ProfileResult, *, source: str | None = None) -> TierResul
     findings: list[Finding] = []
     for case in profile.cases:
         findings += _case_findings(device, case, hotspot, src)
+        findings += _other_kernels(case, hotspot)
     findings += _ncu_findings(profile, hotspot, src)
     result.findings = findings
 
@@ -462,6 +474,46 @@ def _case_findings(
         yield from _compute_findings(device, case, kernel, lines, src)
 
     yield from _wave_findings(device, case, hotspot, lines)
+
+
+def _other_kernels(case: ProfileCase, hotspot: str | None) -> Iterator[Finding]:
+    """The share of a case's kernel time spent in kernels its Triton launches are not (the
+    wrapper's `torch.sort`, `permute(...).contiguous()`, `zeros_like` or a torch reduction
+    after the launch): time that sits in the gap to speed-of-light whatever a rewrite of the
+    Triton kernels does. Informational: it explains a gap, it points at no rewrite."""
+    total = sum(us for _, us in case.kernel_us)
+    triton = {li.kernel for li in case.launches}
+    other = [(name, us) for name, us in case.kernel_us if name not in triton]
+    spent = sum(us for _, us in other)
+    if not total or spent < OTHER_KERNELS_SHARE * total:
+        return
+    top = ", ".join(f"{short_kernel_name(name)} {_r(us)} us" for name, us in other[:3])
+    yield Finding(
+        OTHER_KERNELS.code,
+        Severity.INFO,
+        {
+            "case": case.index,
+            "share_pct": _r(100 * spent / total),
+            "other_us": _r(spent),
+            "total_us": _r(total),
+            "top": top,
+        },
+        kernel=hotspot or "",
+        evidence=_evidence(case, hotspot or ""),
+    )
+
+
+def short_kernel_name(name: str) -> str:
+    """A profiler's kernel name as a reader knows it: `void at::native::vectorized_elementwise_
+    kernel<4, at::native::FillFunctor<float>, ...>(...)` -> `vectorized_elementwise_kernel
+    (FillFunctor)`; a Triton kernel's name is already short."""
+    plain = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    base = re.split(r"[<(]", plain, maxsplit=1)[0].strip().rsplit("::", 1)[-1]
+    what = _KERNEL_WHAT.search(plain[len(base) :])
+    return f"{base} ({what.group(0)})" if what else base or name[:40]
+
+
+_KERNEL_WHAT = re.compile(r"\w+_kernel_cuda|\w+Functor|\w+Ops|\w+Epilogue")
 
 
 def _compute_findings(

@@ -43,6 +43,7 @@ FLUSH_BYTES = 256 * 2**20  # larger than any current L2 (H200: 60 MB)
 SLACK_US = 250.0  # GPU-side sleep before each timed call (module docstring)
 SLEEP_CYCLES_PER_US = 2000
 ESTIMATE_CALLS = 5
+KERNEL_TIME_CALLS = 5
 
 
 class CudaBackend:
@@ -99,6 +100,27 @@ class CudaBackend:
             ends[i].record()
         sync()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+
+    def kernel_times(self, fn: Callable[[], Any], calls: int = KERNEL_TIME_CALLS) -> dict[str, float]:
+        """Device time of each GPU kernel `fn` launches, in us per call, by kernel name: the
+        CUDA activity torch.profiler (CUPTI) records over `calls` calls, after one unrecorded
+        call. Memset and memcpy activities count as kernels of their own names."""
+        from torch.profiler import ProfilerActivity, profile
+
+        fn()
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            self.synchronize()
+        out: dict[str, float] = {}
+        for event in prof.key_averages():
+            us = getattr(event, "device_time_total", None)
+            if us is None:  # torch before 2.4 names it after CUDA
+                us = getattr(event, "cuda_time_total", 0.0)
+            if us > 0:
+                out[event.key] = out.get(event.key, 0.0) + us / calls
+        return out
 
     def _flush_fn(self) -> Callable[[], Any]:
         """A call that leaves the L2 cold and clean: it reads FLUSH_BYTES (a sum into one

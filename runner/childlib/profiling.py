@@ -109,6 +109,29 @@ def capture_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
     return {"executed": execute, "target": _target_text(target), "cases": indices, "launches": launches}
 
 
+KERNEL_NAME_CHARS = 160  # a kernel's name as the profile keeps it (C++ template names run long)
+KERNEL_TIMES_KEPT = 12  # the longest kernels of a case the profile keeps
+
+
+def _kernel_times(
+    backend: Backend, forward: Any, case: int, notes: list[str]
+) -> tuple[tuple[str, float], ...]:
+    """The device us per call of the kernels one case's forward runs, longest first, on a
+    backend that can say (`CudaBackend.kernel_times`). Where the profiler fails (no CUPTI),
+    a note says so and nothing is kept: these times explain, they decide nothing."""
+    measure = getattr(backend, "kernel_times", None)
+    if measure is None:
+        return ()
+    try:
+        with phase("kernel times"):
+            times = measure(forward)
+    except Exception as exc:  # the profiler's failure, or the forward's on a later call
+        notes.append(f"kernel times of case {case}: {type(exc).__name__}: {str(exc)[:200]}")
+        return ()
+    ranked = sorted(times.items(), key=lambda kv: -kv[1])[:KERNEL_TIMES_KEPT]
+    return tuple((name[:KERNEL_NAME_CHARS], round(us, 3)) for name, us in ranked)
+
+
 def _target_text(target: Any) -> str:
     arch = target.arch
     if target.backend == "cuda":
@@ -153,6 +176,7 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
             backend.synchronize()
         kernel_names.update(launch.kernel for launch in recorder.launches)
         time_ms = ref_ms = None
+        kernel_us: tuple[tuple[str, float], ...] = ()
         if backend.can_time:
             with phase("timing"):
                 time_ms = user_call(
@@ -169,6 +193,7 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
                     what="timing the reference",
                     paths=paths,
                 )
+                kernel_us = _kernel_times(backend, no_grad_call(new, inputs), i, notes)
         cases.append(
             ProfileCase(
                 index=i,
@@ -178,6 +203,7 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
                 flops=flops,
                 launches=tuple(_launch_info(launch) for launch in recorder.launches),
                 dtype=work["dtype"],
+                kernel_us=kernel_us,
             )
         )
         del inputs

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
 from diagnosis.engine.evidence import Family, Severity, Tier
@@ -287,3 +290,43 @@ TESTS = [
 def test_the_three_tests(prof: ProfileResult, expected: tuple[bool, bool, bool]) -> None:
     result = run_tier1(prof)
     assert (result.localizes, result.narrows, result.explains) == expected
+
+
+SORT = "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<float, long, unsigned int>::Policy900>(int*)"
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int)"
+
+
+@pytest.mark.parametrize(
+    ("kernel_us", "expected"),
+    [
+        # liger's sparsemax: the wrapper's row sort is most of the forward
+        pytest.param(
+            (("k", 40.0), (SORT, 100.0), (FILL, 20.0)),
+            {
+                "case": 0,
+                "share_pct": 75.0,
+                "other_us": 120.0,
+                "total_us": 160.0,
+                "top": "DeviceRadixSortOnesweepKernel 100.0 us, vectorized_elementwise_kernel (FillFunctor) 20.0 us",
+            },
+            id="a-sort-in-the-wrapper",
+        ),
+        pytest.param((("k", 90.0), (FILL, 10.0)), None, id="a-small-fill-is-no-finding"),
+        pytest.param((("k", 90.0),), None, id="only-the-triton-kernel"),
+        pytest.param((), None, id="not-measured"),
+    ],
+)
+def test_time_in_kernels_the_triton_code_does_not_launch(
+    kernel_us: tuple[tuple[str, float], ...], expected: dict | None
+) -> None:
+    """The forward's kernel time outside its Triton launches is reported, as information: it
+    explains a gap no rewrite of the Triton kernels closes, and points at none."""
+    prof = profile(replace(case(gbs=1500), kernel_us=tuple(sorted(kernel_us, key=lambda kv: -kv[1]))))
+    prof = ProfileResult.from_json(json.loads(json.dumps(prof.to_json())))  # as a job's JSON arrives
+    found = [f for f in run_tier1(prof).findings if f.code == "T1-OTHER-KERNELS"]
+    if expected is None:
+        assert found == []
+        return
+    (f,) = found
+    assert f.args == expected
+    assert f.severity is Severity.INFO and f.family is Family.NONE

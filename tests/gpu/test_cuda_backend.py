@@ -162,6 +162,33 @@ def test_pct_sol_of_a_1_gib_copy(executor: Executor) -> None:
     assert 70.0 <= case.pct_sol <= 100.0  # type: ignore[operator]
 
 
+def test_the_kernels_of_the_wrapper_are_timed_apart_from_the_triton_ones(executor: Executor) -> None:
+    """A wrapper that sorts its rows before the Triton kernel spends most of the forward's
+    kernel time in the sort: the profile times every kernel of the forward by name, in the
+    sandbox, and tier 1 says how much of it lies outside the module's Triton kernels."""
+    from diagnosis.engine.tier1 import run_tier1
+
+    outcome = executor.profile(str(MODULES / "gpu_sorted_scale.py"))
+    assert outcome.ok, outcome.error
+    profile = outcome.profile
+    assert profile is not None
+    (case,) = profile.cases
+    print(f"\n[sorted scale] notes {list(profile.notes)}")
+    for name, us in case.kernel_us:
+        print(f"[sorted scale] {us:9.2f} us  {name[:100]}")
+    names = [name for name, _ in case.kernel_us]
+    assert "scale_kernel" in names
+    assert any("sort" in name.lower() for name in names)
+    (finding,) = [f for f in run_tier1(profile).findings if f.code == "T1-OTHER-KERNELS"]
+    print(f"[sorted scale] {finding.args}")
+    assert finding.args["share_pct"] > 50
+
+    vadd = executor.profile(str(MODULES / "gpu_vadd.py")).profile
+    assert vadd is not None
+    assert [name for name, _ in vadd.cases[0].kernel_us] == ["add_kernel"]
+    assert not [f for f in run_tier1(vadd).findings if f.code == "T1-OTHER-KERNELS"]
+
+
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu is not on PATH")
 def test_ncu_reads_counters_for_the_triton_kernel(executor: Executor) -> None:
     outcome = executor.profile(str(MODULES / "gpu_vadd.py"), ncu=True)

@@ -220,6 +220,28 @@ def test_the_profile_shows_each_measured_case_with_the_candidate(client, owner, 
     assert f'href="{reverse("proposal-detail", args=[proposal_id])}"' in html
 
 
+def test_the_profile_lists_the_kernels_a_call_runs(client, owner, gemm) -> None:
+    """Where the device timed each kernel of the forward, the page lists them per case, the
+    module's Triton kernels apart from the rest (a wrapper's sort, fill or copy)."""
+    run, _ = gemm
+    client.force_login(owner)
+    assert "Kernels a call runs" not in page(client, "run-profile", run)  # the H200 profile had none
+    row = run.artefacts.filter(kind=Artefact.Kind.PROFILE).order_by("-id").first()
+    data = json.loads(row.text)
+    kernel = "matmul_kernel"
+    data["cases"][0]["launches"] = [{"kernel": kernel, "grid": [1024, 1, 1], "num_warps": 8, "num_stages": 3}]
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half> >(int)"
+    data["cases"][0]["kernel_us"] = [[kernel, 812.24], [fill, 40.5]]
+    row.data = zlib.compress(json.dumps(data).encode())
+    row.save(update_fields=["data"])
+    html = page(client, "run-profile", run)
+    (item,) = re.findall(r'<li data-case="0">(.*?)</li>', html, re.S)
+    assert f'<span class="kernel-triton">{kernel} 812.2 µs</span>' in item
+    assert '<span class="kernel-other">vectorized_elementwise_kernel (FillFunctor) 40.5 µs' in item
+    assert "(not the module's Triton code)" in item
+    assert '<li data-case="1">' not in html
+
+
 def test_the_roofline_puts_parent_and_candidate_at_the_same_intensity(client, owner, gemm) -> None:
     run, _ = gemm
     client.force_login(owner)
