@@ -1071,6 +1071,11 @@ SOFTMAX_DICT = st.source("softmax_liger.py").replace(
     '    y2d = torch.empty_like(x2d)\n    kwargs = {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps}\n',
 ).replace("        BLOCK_SIZE=BLOCK_SIZE,\n        num_warps=num_warps,\n", "        **kwargs,\n")
 
+# unsloth: the kernel a plain function, jitted by rebinding its name
+ADD_JIT_CALL = ADD.replace("@triton.jit\ndef add_kernel(", "def add_kernel(").replace(
+    "\n\n\ndef add(", "\n\n\nadd_kernel = triton.jit(add_kernel)\n\n\ndef add("
+)
+
 STYLES = [
     st.row(ADD, "add_tutorial.py",
            ['key=["n_elements"]', "    add_kernel[grid](x, y, output, n_elements)\n",
@@ -1153,6 +1158,10 @@ STYLES = [
     st.row(LIGER_KERNEL_ARGS, "softmax_liger.py",
            ["triton.Config({}, num_warps=16)", "        **kernel_args,  # XPU-specific\n        n_rows=n_rows,\n    )"],
            ["num_warps=num_warps"], id="kernel-args-dict-filled-on-xpu-only"),
+    # written decorated first: the autotune goes above the jit, the call statement goes
+    st.row(ADD_JIT_CALL, "add_tutorial.py",
+           ['    key=["n_elements"],\n)\n@triton.jit\ndef add_kernel(', "    add_kernel[grid](x, y, output, n_elements)\n"],
+           ["add_kernel = triton.jit(add_kernel)", "BLOCK_SIZE=1024"], id="kernel-jitted-by-a-call"),
     # ... and one that passes them, written out as keywords first: the dict goes
     st.row(SOFTMAX_DICT, "softmax_liger.py",
            ["triton.Config({}, num_warps=16)",

@@ -158,6 +158,105 @@ def test_it_records_what_autotune_and_heuristics_supply() -> None:
     assert tuned.tuned_values == {"BLOCK": {128, 256}} and plain.tuned_values == {"BLOCK": {64}}
 
 
+# unsloth defines its kernels as plain functions and jits them by rebinding the name
+JIT_CALLS = src(
+    """
+    import triton
+    import triton.language as tl
+    from triton import jit
+
+
+    def rows(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    rows = triton.jit(rows)
+    rows = triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})(rows)
+
+
+    def cols(x_ptr, n, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    cols = jit(do_not_specialize=["n"])(cols)
+
+
+    def early(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    EARLY_NAME = early.__name__
+    early = triton.jit(early)
+
+
+    def renamed(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    other = triton.jit(renamed)
+
+
+    def launch(x):
+        rows[(4,)](x, x.numel(), BLOCK=128)
+        cols[(4,)](x, x.numel(), BLOCK=128)
+    """
+)
+
+
+def test_a_function_rebound_to_its_jitted_self_is_a_kernel() -> None:
+    """`f = triton.jit(f)` then `f = triton.heuristics(...)(f)` is the decorator stack written
+    as calls; module code that read `f` before the jit saw a plain function, and a jitted copy
+    under another name is not `f`: both are left out."""
+    m = model_of(JIT_CALLS)
+    assert sorted(m.kernels) == ["cols", "rows"]
+    rows, cols = m.kernels["rows"], m.kernels["cols"]
+    assert rows.decorators == ("triton.heuristics", "triton.jit") and cols.decorators == ("triton.jit",)
+    assert rows.supplied == {"EVEN": "heuristics"} and list(rows.heuristics) == ["EVEN"]
+    assert [st.body[0].targets[0].target.value for st in rows.wrapped_by] == ["rows", "rows"]
+    assert [(lc.kernel, lc.qualname) for lc in m.launches] == [("rows", "launch"), ("cols", "launch")]
+    assert cu.find_kernels(m.tree) == {}  # the rules see them once written decorated
+
+
+ALIAS_LAUNCHES = src(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def plain_norm(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    @triton.jit
+    def gemma_norm(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 2.0)
+
+
+    def norm(x, gemma):
+        fx = gemma_norm if gemma else plain_norm
+        fx[(4,)](x, BLOCK=128)
+        kernel = plain_norm
+        kernel[(2,)](x, BLOCK=64)
+        other = gemma_norm if gemma else print
+        other[(1,)](x, BLOCK=32)
+    """
+)
+
+
+def test_a_launch_through_a_local_bound_to_kernels_is_theirs() -> None:
+    """unsloth picks its norm kernel into a local and launches that: the launch is each
+    kernel's the local may hold, written with the local's name (a rule, which edits the launches
+    of its kernel's own names, leaves it); a local that may hold something else launches none."""
+    m = model_of(ALIAS_LAUNCHES)
+    assert [(lc.kernel, lc.target, lc.call.args[-1].value.value) for lc in m.launches] == [
+        ("gemma_norm", "fx", "128"),
+        ("plain_norm", "fx", "128"),
+        ("plain_norm", "kernel", "64"),
+    ]
+    assert cu.find_launches(m.tree, m.kernels) == []
+
+
 @pytest.mark.parametrize(
     ("handle_configs", "values"),
     [
@@ -731,6 +830,10 @@ KERNEL_ARGS = (
         pytest.param(("        grf(kw)\n", "        kw.update(x=1)\n"), None, True, id="filled-by-a-method"),
         pytest.param(('    d["grf_mode"] = "256"\n', '    d["grf_mode"] = "256"\n    log(d)\n'), None, True,
                      id="passed-on-by-its-helper"),
+        pytest.param(("kw = {}", 'kw = {"launch_pdl": True} if n > 1 else {}'), {"grf_mode", "launch_pdl"}, False,
+                     id="either-of-two-literals"),
+        pytest.param(("kw = {}", 'kw = {"launch_pdl": True} if n > 1 else dict(n=1)'), None, True,
+                     id="a-literal-or-a-call"),
         pytest.param(("**kw)", "*kw)"), None, True, id="star-args"),
         pytest.param(("def run(x, y, n):\n    kw = {}",
                      "def run(x, y, n, kw):\n    pass"), None, True, id="a-parameter"),

@@ -174,6 +174,11 @@ def row_sum(x_ptr, y_ptr, stride, n_cols, BLOCK: tl.constexpr):
         ),
         id="a-buffer-sized-by-the-tensor-not-the-block",
     ),
+    # unsloth jits its kernels by rebinding their names: the kernel is read all the same
+    pytest.param(
+        HEAD + UNMASKED.replace("@triton.jit\n", "") + "\n\nscale = triton.jit(scale)\n",
+        id="a-kernel-jitted-by-a-call",
+    ),
 ]
 
 NEEDLESS_NOOP = [

@@ -2,7 +2,9 @@
 
 A kernel is a function whose decorator stack holds `triton.jit` under any import alias
 (`@jit`, `@tr.jit`, `@triton.jit(do_not_specialize=...)`), under any `@triton.autotune` and
-`@triton.heuristics`. A constexpr is a parameter annotated `tl.constexpr` through any alias
+`@triton.heuristics`; or a module-level function the module rebinds to its jitted self, the
+same stack written as calls (unsloth's `f = triton.jit(f)`, then `f = triton.heuristics({...})(f)`:
+`Kernel.wrapped_by`). A constexpr is a parameter annotated `tl.constexpr` through any alias
 (`lang.constexpr`, `constexpr`). Constexprs the autotuner's configs or the heuristics supply are
 recorded as such: a launch does not pass them, and a rewrite that passed them would clash.
 """
@@ -45,6 +47,9 @@ class Kernel:
     top_level: bool = True
     # its autotune holds one config at most: `configs=[one]`, or a computed list cut `[:1]`
     single_config: bool = False
+    # the module statements `f = triton.jit(f)`, `f = triton.heuristics(...)(f)` that make a plain
+    # function `f` this kernel, in order; empty for a decorated kernel
+    wrapped_by: tuple[cst.SimpleStatementLine, ...] = ()
 
     @property
     def autotuned(self) -> bool:
@@ -125,6 +130,9 @@ def find_kernels(tree: cst.Module, names: Names) -> tuple[dict[str, Kernel], lis
         every.append(kernel)
         if kernel.top_level:
             top[kernel.name] = kernel
+    for kernel in _wrapped(tree, names, top):
+        top[kernel.name] = kernel
+        every.append(kernel)
     for handle, target, dec in _handles(tree, names):
         if target in top:
             k = top[target]
@@ -133,8 +141,77 @@ def find_kernels(tree: cst.Module, names: Names) -> tuple[dict[str, Kernel], lis
     return top, every
 
 
+def _wrapped(tree: cst.Module, names: Names, decorated: dict[str, Kernel]) -> list[Kernel]:
+    """The module-level functions a module statement rebinds to themselves jitted, `f =
+    triton.jit(f)` (`triton.jit(do_not_specialize=[...])(f)`), with the wrappers later
+    statements add (`f = triton.heuristics({...})(f)`, `f = triton.autotune(...)(f)`) as its
+    decorator stack, outermost first; in source order. A function that module-level code reads
+    before the jit (at import, not inside a function's body) is left out: that code saw another
+    object."""
+    plain: dict[str, cst.FunctionDef] = {}
+    stacks: dict[str, list[tuple[cst.SimpleStatementLine, list[tuple[str, cst.Call | None]]]]] = {}
+    for st in read.module_statements(tree):
+        if isinstance(st, cst.FunctionDef) and st.name.value not in decorated:
+            plain[st.name.value] = st
+            stacks.pop(st.name.value, None)
+            continue
+        rebound = _rebinding(st, names)
+        if rebound is not None and rebound[0] in plain:
+            name, wrappers = rebound
+            if name in stacks or JIT in (w for w, _ in wrappers):
+                stacks.setdefault(name, []).append((st, wrappers))
+                continue
+        if not isinstance(st, cst.FunctionDef | cst.ClassDef):
+            for name in [n for n in plain if n not in stacks and _mentions(st, n)]:
+                del plain[name]
+    out = []
+    for name, steps in stacks.items():
+        wrappers = [w for _, ws in reversed(steps) for w in ws]  # a later statement wraps outside
+        # the wrappers up to the jit are the function's own (the innermost must be the jit)
+        if wrappers[-1][0] != JIT:
+            continue
+        kernel = _kernel(plain[name], names, tuple(w for w, _ in wrappers), True, tree, wrappers)
+        kernel.wrapped_by = tuple(st for st, _ in steps)
+        out.append(kernel)
+    return out
+
+
+def _rebinding(st: cst.CSTNode, names: Names) -> tuple[str, list[tuple[str, cst.Call | None]]] | None:
+    """(f, the wrappers, outermost first, each with the call that holds its options) for a
+    statement `f = w1(...)(w2(f))` whose wrappers are all Triton's jit, heuristics or autotune."""
+    if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
+        return None
+    small = st.body[0]
+    if not isinstance(small, cst.Assign):
+        return None
+    if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
+        return None
+    value: cst.BaseExpression = small.value
+    wrappers: list[tuple[str, cst.Call | None]] = []
+    while isinstance(value, cst.Call) and len(value.args) == 1 and not value.args[0].keyword:
+        options = value.func if isinstance(value.func, cst.Call) else None
+        wrapper = read.dotted(options.func if options is not None else value.func, names)
+        if wrapper not in (JIT, HEURISTICS, AUTOTUNE) or (wrapper != JIT and options is None):
+            return None
+        wrappers.append((wrapper, options))
+        value = value.args[0].value
+    name = small.targets[0].target.value
+    if not wrappers or not isinstance(value, cst.Name) or value.value != name:
+        return None
+    return name, wrappers
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in read.walk(node))
+
+
 def _kernel(
-    node: cst.FunctionDef, names: Names, decorators: tuple[str, ...], top: bool, module: cst.Module
+    node: cst.FunctionDef,
+    names: Names,
+    decorators: tuple[str, ...],
+    top: bool,
+    module: cst.Module,
+    wrappers: list[tuple[str, cst.Call | None]] | None = None,
 ) -> Kernel:
     params: list[str] = []
     constexprs: list[str] = []
@@ -150,9 +227,10 @@ def _kernel(
         if p.default is not None:
             defaults[p.name.value] = p.default
     kernel = Kernel(node.name.value, node, names, params, constexprs, defaults, decorators, top_level=top)
-    for d in node.decorators:
-        name = read.dotted(read.decorator_target(d), names)
-        call = d.decorator if isinstance(d.decorator, cst.Call) else None
+    if wrappers is None:
+        calls = [d.decorator if isinstance(d.decorator, cst.Call) else None for d in node.decorators]
+        wrappers = list(zip(decorators, calls, strict=True))
+    for name, call in wrappers:
         if name == AUTOTUNE and call is not None:
             configs = read.arg(call, "configs", 0)
             if isinstance(configs, cst.Name):

@@ -166,6 +166,11 @@ def dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None) -
 
 
 def _literal_keys(node: cst.BaseExpression) -> set[str] | None:
+    """The keys of a dict literal of string keys, or of either literal a conditional chooses
+    (sglang's `pdl_kwargs = {"launch_pdl": True} if use_pdl else {}`)."""
+    if isinstance(node, cst.IfExp):
+        body, orelse = _literal_keys(node.body), _literal_keys(node.orelse)
+        return None if body is None or orelse is None else body | orelse
     if not isinstance(node, cst.Dict):
         return None
     keys = [read.string_literal(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
@@ -247,8 +252,26 @@ class _Finder:
             return
         name = read.literal(func.value)
         grid = subscript_grid(func)
-        if name not in self.targets or grid is None:
+        if name is None or grid is None:
             return
+        for kernel in self._kernels(name, node):
+            self._add(kernel, name, node, grid)
+
+    def _kernels(self, name: str, call: cst.Call) -> list[str]:
+        """The kernels a launch of `name` may start: the kernel or handle it names, or those a
+        local it reads is bound to where it runs (`fx = rms_norm if plain else gemma_norm`, unsloth;
+        `kernel = _combine_splitk_kernel`, sglang). A launch through a local names the local as
+        its target, so a rule, which edits the launches of its kernel's own names, leaves it."""
+        if name in self.targets:
+            return [self.targets[name]]
+        value = bound_at(self.functions[-1], name, call)
+        options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+        names = [read.literal(v) if isinstance(v, cst.Name | cst.Attribute) else None for v in options]
+        if not all(n in self.targets for n in names):
+            return []
+        return list(dict.fromkeys(self.targets[n] for n in names if n is not None))
+
+    def _add(self, kernel: str, name: str, node: cst.Call, grid: cst.BaseExpression) -> None:
         line = self.lines[-1] if self.lines else None
         whole = (
             line is not None
@@ -260,7 +283,7 @@ class _Finder:
         classname = self.classes[-1] if self.classes and self.class_depth[-1] == 0 else ""
         self.found.append(
             Launch(
-                kernel=self.targets[name],
+                kernel=kernel,
                 target=name,
                 call=node,
                 grid=grid,

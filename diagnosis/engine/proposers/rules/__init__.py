@@ -78,12 +78,13 @@ def registered_families() -> list[Family]:
 
 def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[str] = ()) -> Rewrite | None:
     """The first transform of `family` (but those named in `skip`) that applies to `source`
-    and yields a valid module; where none does, the first that applies once the launches'
-    `**d` of local dicts are written out as keywords (`launch_dicts`)."""
-    from diagnosis.engine.proposers.rules.launch_dicts import spelled_out
+    and yields a valid module; where none does, the first that applies once the module is
+    written out as the rules read it (`written_out`: launches' `**d` as keywords, kernels jitted
+    by a call decorated)."""
+    from diagnosis.engine.proposers.rules.written_out import written_out
 
     rw = _first_transform(family, source, inp, skip)
-    if rw is None and (written := spelled_out(source)) is not None:
+    if rw is None and (written := written_out(source)) is not None:
         rw = _first_transform(family, written, inp, skip)
     if rw is None or rw.source == source:
         return None

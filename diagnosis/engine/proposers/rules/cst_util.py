@@ -120,8 +120,10 @@ def decorator_name(d: cst.Decorator) -> str | None:
 
 
 def find_kernels(module: cst.Module) -> dict[str, Kernel]:
-    """The module's top-level kernels by name (any import alias, any decorator stack)."""
-    return dict(model_of_tree(module).activate().kernels)
+    """The module's top-level kernels by name (any import alias, any decorator stack) that a
+    rule may edit: a kernel the module jits by a call (`f = triton.jit(f)`) has no decorators
+    to add to or copy, so the rules see it once `apply_family` has written it decorated."""
+    return {n: k for n, k in model_of_tree(module).activate().kernels.items() if not k.wrapped_by}
 
 
 def find_launches(module: cst.Module, kernels: Iterable[str]) -> list[Launch]:

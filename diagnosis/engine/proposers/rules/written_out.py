@@ -1,6 +1,8 @@
-"""A launch's `**d` of a local dict literal, written out as the keywords the dict holds.
+"""A module written out the way the rules read it: launches' `**d` as keywords, kernels jitted
+by a call as decorated ones. `apply_family` reads a module in this form only when no transform
+applies to it as written, so a rewrite that never needed it keeps the module's own spelling.
 
-liger's selective log-softmax launches its kernel as
+**A launch's `**d` of a local dict literal.** liger's selective log-softmax launches its kernel as
 
     kwargs = {"BLOCK_N": 2048, "num_stages": 4, "num_warps": 1}
     _selective_log_softmax_kernel[(B, L)](logits, ..., N, **kwargs)
@@ -8,14 +10,23 @@ liger's selective log-softmax launches its kernel as
 The dict passes a block and two launch options, which a rule that reads or rebuilds a launch's
 arguments must see, so every such rule refuses the launch (`Launch.hides_args`,
 `has_star_args`). Written out, the launch passes `BLOCK_N=2048, num_stages=4, num_warps=1`
-itself and the dict is gone: the same call. `apply_family` reads a module in this form only when
-no transform applies to it as written, so a rewrite that never needed the launch keeps the dict.
+itself and the dict is gone: the same call. The dict is written out only where nothing can tell
+the difference: it is bound once, by a literal of string keys, in the statement block that holds
+the launch and before it, and read nowhere but in the one `**`; no key is a keyword the launch
+already passes; each value calls only what has no effect (`cst_util.PureCalls`) and reads no
+name that a statement between the two binds again, so it is the same value at the launch.
 
-The dict is written out only where nothing can tell the difference: it is bound once, by a
-literal of string keys, in the statement block that holds the launch and before it, and read
-nowhere but in the one `**`; no key is a keyword the launch already passes; each value calls only
-what has no effect (`cst_util.PureCalls`) and reads no name that a statement between the two
-binds again, so it is the same value at the launch.
+**A kernel jitted by a call.** unsloth defines its kernels as plain functions and rebinds them:
+
+    def _cross_entropy_forward(...): ...
+    _cross_entropy_forward = triton.jit(_cross_entropy_forward)
+    _cross_entropy_forward = triton.heuristics({...})(_cross_entropy_forward)
+
+The source model reads the calls as the kernel's decorator stack (`Kernel.wrapped_by`), but a
+rule that adds a decorator (an autotune above the jit) or copies the kernel with its decorators
+would write it wrong, so the rules leave such a kernel alone. Written out, the calls are its
+decorators, `@triton.heuristics({...})` over `@triton.jit`, in the order the statements applied
+them, and the statements are gone: the same object under the same name.
 """
 
 from __future__ import annotations
@@ -28,11 +39,39 @@ from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.srcmodel import Launch, model_of_tree, read
 
 
-def spelled_out(source: str) -> str | None:
-    """`source` with each launch's `**d` that can be written out so; None where there is none."""
-    tree = cu.parse(source)
-    if tree is None:
-        return None
+def written_out(source: str) -> str | None:
+    """`source` with its kernels jitted by calls decorated and its launches' `**d` written as
+    keywords, where any can be; None where none can."""
+    out = source
+    for step in (_jit_calls, _launch_dicts):
+        tree = cu.parse(out)
+        written = step(tree) if tree is not None else None
+        out = written if written is not None else out
+    return out if out != source else None
+
+
+def _jit_calls(tree: cst.Module) -> str | None:
+    """The module with each kernel the model reads from `f = triton.jit(f)` statements
+    decorated instead; None where it has none."""
+    edits: list[tuple[cst.CSTNode, object]] = []
+    for kernel in model_of_tree(tree).kernels.values():
+        if not kernel.wrapped_by:
+            continue
+        decorators: list[cst.Decorator] = []
+        for statement in reversed(kernel.wrapped_by):  # the last statement wraps outermost
+            value = statement.body[0].value  # `w1(...)(w2(f))`: `w1(...)` over `w2`
+            while isinstance(value, cst.Call):
+                decorators.append(cst.Decorator(value.func))
+                value = value.args[0].value
+        edits.append(
+            (kernel.node, kernel.node.with_changes(decorators=[*decorators, *kernel.node.decorators]))
+        )
+        edits += [(statement, cst.RemoveFromParent()) for statement in kernel.wrapped_by]
+    return cu.emit(cu.replace(tree, edits), tree) if edits else None
+
+
+def _launch_dicts(tree: cst.Module) -> str | None:
+    """The module with each launch's `**d` that can be written out so; None where there is none."""
     pure = cu.PureCalls(tree)
     edits: list[tuple[cst.CSTNode, object]] = []
     for launch in model_of_tree(tree).launches:

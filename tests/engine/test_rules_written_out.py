@@ -6,7 +6,7 @@ import pytest
 
 from diagnosis.engine.evidence import Family
 from diagnosis.engine.proposers.rules import apply_family
-from diagnosis.engine.proposers.rules.launch_dicts import spelled_out
+from diagnosis.engine.proposers.rules.written_out import written_out
 from tests.engine.rules_cases import harness as h
 
 HEAD = """import torch
@@ -48,14 +48,14 @@ PER_LINE = (
 
 
 def test_a_local_dict_becomes_the_keywords_it_holds() -> None:
-    assert spelled_out(ONE_LINE) == ONE_LINE.replace(
+    assert written_out(ONE_LINE) == ONE_LINE.replace(
         '    kw = {"BLOCK": 1024, "num_warps": 4}\n', ""
     ).replace("(x, out, n, **kw)", "(x, out, n, BLOCK=1024, num_warps=4)")
     # one key takes the place of the `**` as well
     one = ONE_LINE.replace('{"BLOCK": 1024, "num_warps": 4}', '{"BLOCK": 1024}')
-    assert spelled_out(one) == one.replace('    kw = {"BLOCK": 1024}\n', "").replace("**kw)", "BLOCK=1024)")
+    assert written_out(one) == one.replace('    kw = {"BLOCK": 1024}\n', "").replace("**kw)", "BLOCK=1024)")
     # a statement between them that binds none of its values leaves them as they were
-    assert spelled_out(PER_LINE) == PER_LINE.replace(
+    assert written_out(PER_LINE) == PER_LINE.replace(
         '    kw = {"BLOCK": block, "num_warps": 4}\n', ""
     ).replace("        **kw,\n", "        BLOCK=block,\n        num_warps=4,\n")
 
@@ -74,7 +74,7 @@ def test_a_local_dict_becomes_the_keywords_it_holds() -> None:
     ],
 )  # fmt: skip
 def test_a_dict_that_may_not_be_what_the_launch_receives_stays(source: str) -> None:
-    assert spelled_out(source) is None
+    assert written_out(source) is None
 
 
 def test_a_rule_that_applies_as_written_keeps_the_dict() -> None:
@@ -94,3 +94,44 @@ def test_a_rule_that_applies_as_written_keeps_the_dict() -> None:
         '    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)\n'
         "    return out\n"
     )
+
+
+# unsloth's form: a plain function, jitted and given its heuristics by rebinding its name
+JITTED_BY_CALLS = """import torch
+import triton
+import triton.language as tl
+
+
+def _scale_rows(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row * n_cols + cols, x * 2, mask=cols < n_cols)
+
+
+_scale_rows = triton.jit(_scale_rows)
+_scale_rows = triton.heuristics({"EVEN": lambda args: args["n_cols"] % args["BLOCK"] == 0})(_scale_rows)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    _scale_rows[(x.shape[0],)](x, out, x.shape[1], BLOCK=1024)
+    return out
+"""
+
+
+def test_a_kernel_jitted_by_calls_is_written_decorated() -> None:
+    """The calls become the decorators, the last statement's outermost, and the statements go."""
+    assert written_out(JITTED_BY_CALLS) == JITTED_BY_CALLS.replace(
+        "\n\n_scale_rows = triton.jit(_scale_rows)\n"
+        '_scale_rows = triton.heuristics({"EVEN": lambda args: args["n_cols"] % args["BLOCK"] == 0})(_scale_rows)\n',
+        "",
+    ).replace(
+        "def _scale_rows(",
+        '@triton.heuristics({"EVEN": lambda args: args["n_cols"] % args["BLOCK"] == 0})\n@triton.jit\ndef _scale_rows(',
+    )
+    # with options, the jit call is the decorator as written
+    cols = JITTED_BY_CALLS.replace(
+        "triton.jit(_scale_rows)", "triton.jit(do_not_specialize=['n_cols'])(_scale_rows)"
+    )
+    assert "@triton.jit(do_not_specialize=['n_cols'])\ndef _scale_rows(" in written_out(cols)
