@@ -208,7 +208,7 @@ def test_it_reports_an_unpipelined_matmul_loop_on_cpu(capsys) -> None:
 
 def _styles() -> list:
     from tests.engine.rules_cases import styles as st
-    from tests.engine.test_rules_launch_config import MATMUL_GRID_DEF
+    from tests.engine.test_rules_launch_config import ADD_JIT_CALL, MATMUL_GRID_DEF
 
     add = st.source("add_tutorial.py")
     return [
@@ -229,6 +229,21 @@ def _styles() -> list:
             MATMUL_GRID_DEF.replace("        64, 64, 32, 8,\n", "        32, 32, 32, 8,\n"),
             "    def grid(META):\n",
             id="gemm-tiles-by-position-grid-function",
+        ),
+        # unsloth's kernel jitted by rebinding its name: written decorated, the autotune above
+        pytest.param(
+            ADD_JIT_CALL.replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=64)"),
+            '    key=["n_elements"],\n)\n@triton.jit\ndef add_kernel(',
+            id="kernel-jitted-by-a-call",
+        ),
+        # liger's block passed in a local dict: written out, then tuned; the dict goes
+        pytest.param(
+            add.replace(
+                "    add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)\n",
+                '    kw = {"BLOCK_SIZE": 64}\n    add_kernel[grid](x, y, output, n_elements, **kw)\n',
+            ),
+            "    add_kernel[grid](x, y, output, n_elements)\n",
+            id="block-in-a-local-dict",
         ),
     ]
 

@@ -76,6 +76,26 @@ def test_a_kernel_under_a_module_level_if_is_read_and_triaged() -> None:
     assert finding.kernel == "k" and finding.lines == (call_line,)
 
 
+@pytest.mark.parametrize(
+    "dict_at",
+    [
+        pytest.param('    kw = {"BLOCK": 64, "num_warps": 2}\n    k[(n,)](x, n, **kw)\n', id="a-local"),
+        pytest.param('    k[(n,)](x, n, **{"BLOCK": 64, "num_warps": 2})\n', id="in-place"),
+    ],
+)
+def test_a_launchs_dict_of_keywords_is_read(dict_at: str) -> None:
+    """liger passes its block and warps in a `**kwargs` dict literal: they are the launch's."""
+    source = (
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, 1.0, mask=offs < n)\n\n\n"
+        "def run(x, n):\n" + dict_at
+    )
+    (launch,) = parse_module(source).launches
+    assert launch.values["BLOCK"].value == 64 and launch.options["num_warps"].value == 2
+
+
 def test_it_expands_an_autotune_comprehension(module) -> None:
     autotune = module.kernels["k"].autotune
     assert autotune is not None and autotune.key == ("n",)

@@ -1060,9 +1060,7 @@ def _launch_site(
             if i < len(node.args):
                 args[param] = node.args[i]
     options: dict[str, Value] = {}
-    for kw in node.keywords:
-        if kw.arg is None:
-            continue
+    for kw in _keywords(node, resolver):
         if kw.arg in _LAUNCH_OPTIONS and kw.arg not in kernel.params:
             options[kw.arg] = resolver.resolve(kw.value, line)
         else:
@@ -1071,6 +1069,26 @@ def _launch_site(
     assert isinstance(node.func, ast.Subscript)
     grid = _resolve_grid(ctx, node.func.slice, resolver, line, values)
     return LaunchSite(kernel.name, node, line, launch.qualname, grid, args, values, options, resolver)
+
+
+def _keywords(node: ast.Call, resolver: Resolver) -> list[ast.keyword]:
+    """The launch's keywords, those of a `**d` of a local dict literal among them (liger's
+    `kwargs = {"BLOCK_N": 2048, "num_warps": 1}`, or written in place): the literal's string keys
+    with their values."""
+    out = []
+    for kw in node.keywords:
+        if kw.arg is not None:
+            out.append(kw)
+            continue
+        found = resolver.lookup(kw.value.id, node.lineno) if isinstance(kw.value, ast.Name) else None
+        table = found[1] if found is not None else kw.value
+        if isinstance(table, ast.Dict):
+            out += [
+                ast.keyword(arg=key.value, value=value)
+                for key, value in zip(table.keys, table.values, strict=True)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            ]
+    return out
 
 
 def _resolve_grid(
