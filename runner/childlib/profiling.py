@@ -19,6 +19,7 @@ import sys
 import tempfile
 import types
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
@@ -176,7 +177,6 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
             backend.synchronize()
         kernel_names.update(launch.kernel for launch in recorder.launches)
         time_ms = ref_ms = None
-        kernel_us: tuple[tuple[str, float], ...] = ()
         if backend.can_time:
             with phase("timing"):
                 time_ms = user_call(
@@ -193,7 +193,6 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
                     what="timing the reference",
                     paths=paths,
                 )
-                kernel_us = _kernel_times(backend, no_grad_call(new, inputs), i, notes)
         cases.append(
             ProfileCase(
                 index=i,
@@ -203,11 +202,17 @@ def profile_job(req: JobRequest, backend: Backend, module: types.ModuleType) -> 
                 flops=flops,
                 launches=tuple(_launch_info(launch) for launch in recorder.launches),
                 dtype=work["dtype"],
-                kernel_us=kernel_us,
             )
         )
         del inputs
         backend.empty_cache()
+    if backend.can_time:
+        # after every case's timing: no case is timed in a process a profiler has run in
+        for n, case in enumerate(cases):
+            inputs = to_device(timed[case.index], backend.device)
+            kernel_us = _kernel_times(backend, no_grad_call(new, inputs), case.index, notes)
+            cases[n] = replace(case, kernel_us=kernel_us)
+            del inputs
     device = None
     if backend.kind == "cpu":
         notes.append("no device: device=cpu records launches without running them and times nothing")
