@@ -240,6 +240,11 @@ ALIAS_LAUNCHES = src(
         kernel[(2,)](x, BLOCK=64)
         other = gemma_norm if gemma else print
         other[(1,)](x, BLOCK=32)
+        if gemma:
+            chosen = gemma_norm
+        else:
+            chosen = plain_norm
+        chosen[(8,)](x, BLOCK=16)
     """
 )
 
@@ -253,6 +258,8 @@ def test_a_launch_through_a_local_bound_to_kernels_is_theirs() -> None:
         ("gemma_norm", "fx", "128"),
         ("plain_norm", "fx", "128"),
         ("plain_norm", "kernel", "64"),
+        ("gemma_norm", "chosen", "16"),
+        ("plain_norm", "chosen", "16"),
     ]
     assert cu.find_launches(m.tree, m.kernels) == []
 

@@ -260,14 +260,20 @@ class _Finder:
     def _kernels(self, name: str, call: cst.Call) -> list[str]:
         """The kernels a launch of `name` may start: the kernel or handle it names, or those a
         local it reads is bound to where it runs (`fx = rms_norm if plain else gemma_norm`, unsloth;
-        `kernel = _combine_splitk_kernel`, sglang). A launch through a local names the local as
+        `kernel = _combine_splitk_kernel`, sglang), or by any of its bindings where no one of them
+        is the one that reaches the launch (a kernel chosen in the branches of an `if`). A launch through a local names the local as
         its target, so a rule, which edits the launches of its kernel's own names, leaves it."""
         if name in self.targets:
             return [self.targets[name]]
-        value = bound_at(self.functions[-1], name, call)
-        options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+        function = self.functions[-1]
+        if name in {p.name.value for p in read.params_of(function)}:
+            return []
+        value = bound_at(function, name, call)
+        # where no one binding reaches the launch, each of the local's bindings may
+        values = [value] if value is not None else [v for _, v in _bindings(function, name)]
+        options = [o for v in values for o in ([v.body, v.orelse] if isinstance(v, cst.IfExp) else [v])]
         names = [read.literal(v) if isinstance(v, cst.Name | cst.Attribute) else None for v in options]
-        if not all(n in self.targets for n in names):
+        if not names or not all(n in self.targets for n in names):
             return []
         return list(dict.fromkeys(self.targets[n] for n in names if n is not None))
 
