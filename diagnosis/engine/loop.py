@@ -95,7 +95,7 @@ from diagnosis.engine.records import (
     sha256,
 )
 from diagnosis.engine.tier0 import run_tier0
-from diagnosis.engine.tier1 import run_tier1
+from diagnosis.engine.tier1 import OTHER_KERNELS, run_tier1
 from diagnosis.engine.tier2 import run_tier2
 from diagnosis.engine.tier3 import run_tier3
 from diagnosis.engine.usage import add_usage
@@ -459,7 +459,9 @@ class _Loop:
                         )
                         break
                 if family is None:
-                    record.reason = decision.reason + self._ruled_out(parent, results, history, no_rewrite)
+                    record.reason = (
+                        decision.reason + self._ruled_out(parent, results, history, no_rewrite) + _outside(results)
+                    )
                     break  # no hypothesis: nothing in the evidence points at a change (never a guess)
                 explored.append(str(family))
             if family is None:
@@ -982,6 +984,23 @@ def _decision_record(tier: Tier, decision: Decision) -> DecisionRecord:
         reason=decision.reason,
         family=decision.family,
         failed_tests=tuple(decision.failed_tests),
+    )
+
+
+OUTSIDE_SHARE_PCT = 50.0  # from this share of the kernel time outside the Triton code, a stop says so
+
+
+def _outside(results: list[TierResult]) -> str:
+    """Where most of a case's kernel time is in kernels the module's Triton code does not
+    launch (tier 1's T1-OTHER-KERNELS: the wrapper's sort, copies or torch reductions), what an
+    inconclusive round says of it: the largest share, on its case."""
+    shares = [f for r in results for f in r.findings if f.code == OTHER_KERNELS.code]
+    top = max(shares, key=lambda f: f.args["share_pct"], default=None)
+    if top is None or top.args["share_pct"] < OUTSIDE_SHARE_PCT:
+        return ""
+    return (
+        f"; case {top.args['case']}: {top.args['share_pct']}% of the forward's kernel time is in kernels other "
+        f"than the module's Triton kernels ({top.args['top']}), which no rewrite of them removes"
     )
 
 

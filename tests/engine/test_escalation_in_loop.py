@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from diagnosis.engine.errors import TierUnavailable
-from diagnosis.engine.evidence import Family, Tier, TierResult
+from diagnosis.engine.evidence import Family, Finding, Severity, Tier, TierResult
 from diagnosis.engine.verdict import Verdict
 from tests.engine.test_loop import (
     HI,
@@ -109,6 +109,36 @@ def test_one_round_climbs_only_while_the_evidence_fails_a_test(
     else:
         assert r.proposal is not None and r.proposal.family is family
         assert r.hypothesis.family is family
+
+
+def test_an_inconclusive_round_names_time_outside_the_triton_kernels(scripted_tiers) -> None:
+    """liger's sparsemax spends most of its forward in the wrapper's torch sort: the round that
+    finds nothing to rewrite says where the time went, on the case with the largest share."""
+
+    def profile(source: str, tier: Tier) -> TierResult:
+        shares = [
+            (0, 61.5, "radixSortKVInPlace 428.0 us"),
+            (2, 94.6, "DeviceSegmentedRadixSortKernel 1776.6 us"),
+        ]
+        other = [
+            Finding(
+                "T1-OTHER-KERNELS", Severity.INFO,
+                {"case": c, "share_pct": pct, "other_us": 1.0, "total_us": 2.0, "top": top},
+            )
+            for c, pct, top in shares
+        ]  # fmt: skip
+        return TierResult(tier, other, localizes=True)
+
+    scripted_tiers(script({T0: ev("N", Family.LAUNCH_CONFIG), T1: profile, T2: ev("L"), T3: ev("L")}))
+    result = run(
+        module(2.0), ScriptedProposer({}), FakeTimingExecutor("cuda"), round_budget=1, explore_below_sol=0.0
+    )
+    (r,) = result.rounds
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert r.reason.endswith(
+        "; case 2: 94.6% of the forward's kernel time is in kernels other than the module's Triton kernels "
+        "(DeviceSegmentedRadixSortKernel 1776.6 us), which no rewrite of them removes"
+    )
 
 
 def test_a_failed_tier_is_named_in_the_round(scripted_tiers) -> None:
