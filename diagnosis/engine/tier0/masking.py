@@ -73,22 +73,22 @@ def _exact_extent(ctx: KernelContext, arange: ast.Call) -> bool:
     return bool(values) and all(v.kind == "shape" and not v.known for v in values)
 
 
-def _block_pointer(ctx: KernelContext, ptr: ast.expr) -> bool:
+def _reached(ctx: KernelContext, node: ast.expr) -> Iterator[ast.AST]:
+    """Every node of `node`, and of the definitions of the kernel's locals it reads, through
+    theirs in turn (each local once)."""
     seen: set[str] = set()
-    stack: list[ast.AST] = [ptr]
+    stack: list[ast.AST] = [node]
     while stack:
-        node = stack.pop()
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and ctx.tl_name(sub) in (
-                "make_block_ptr",
-                "advance",
-                "make_tensor_descriptor",
-            ):
-                return True
+        for sub in ast.walk(stack.pop()):
+            yield sub
             if isinstance(sub, ast.Name) and sub.id not in seen:
                 seen.add(sub.id)
                 stack.extend(e for _, e in ctx.defs.get(sub.id, ()))
-    return False
+
+
+def _block_pointer(ctx: KernelContext, ptr: ast.expr) -> bool:
+    blocks = ("make_block_ptr", "advance", "make_tensor_descriptor")
+    return any(isinstance(sub, ast.Call) and ctx.tl_name(sub) in blocks for sub in _reached(ctx, ptr))
 
 
 def _asserted_names(ctx: KernelContext) -> set[str]:
@@ -120,17 +120,11 @@ def _asserted_names(ctx: KernelContext) -> set[str]:
 
 def _arange_extents(ctx: KernelContext, ptr: ast.expr) -> list[ast.expr]:
     """The extents ``X`` of the ``tl.arange(0, X)`` an address is built from, through its names."""
-    extents: list[ast.expr] = []
-    seen: set[str] = set()
-    stack: list[ast.AST] = [ptr]
-    while stack:
-        for sub in ast.walk(stack.pop()):
-            if isinstance(sub, ast.Call) and ctx.tl_name(sub) == "arange" and len(sub.args) == 2:
-                extents.append(sub.args[1])
-            elif isinstance(sub, ast.Name) and sub.id not in seen:
-                seen.add(sub.id)
-                stack.extend(e for _, e in ctx.defs.get(sub.id, ()))
-    return extents
+    return [
+        sub.args[1]
+        for sub in _reached(ctx, ptr)
+        if isinstance(sub, ast.Call) and ctx.tl_name(sub) == "arange" and len(sub.args) == 2
+    ]
 
 
 def _block_shaped_buffer(ctx: KernelContext, ptr: ast.expr) -> bool:

@@ -426,11 +426,9 @@ class LaunchSite:
         """The dimensions, known as integers, of a tensor the launching function allocated with
         a shape (``torch.empty((n, 32))``, ``x.new_zeros(n, 32)``) and passes for ``param``."""
         call = self.allocation(param)
-        if call is None or not call.args or (self.resolver.module.canonical(call.func) or "").endswith("_like"):
+        if call is None:
             return set()
-        first = call.args[0]
-        shape = first.elts if isinstance(first, ast.Tuple | ast.List) else call.args
-        return {v for v in (self.resolver.resolve(d, self.line).as_int() for d in shape) if v is not None}
+        return {d for d in _ctor_shape(self.resolver.module, call, self.resolver) if d is not None}
 
 
 @dataclass(frozen=True)
