@@ -264,6 +264,48 @@ def test_a_launch_through_a_local_bound_to_kernels_is_theirs() -> None:
     assert cu.find_launches(m.tree, m.kernels) == []
 
 
+UNSLOTH_WRAPPER = src(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+    next_power_of_2 = triton.next_power_of_2
+
+
+    @triton.jit
+    def k(x_ptr, n, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0, mask=tl.arange(0, BLOCK) < n)
+
+
+    class ModelNew(torch.nn.Module):
+        def forward(self, x):
+            n_rows: int
+            n_rows, n = x.shape
+            div, mod = divmod(n, 4096)
+            chunks: int = div + (mod != 0)
+            if chunks == 1:
+                block = next_power_of_2(n)
+            else:
+                block = 4096
+            k[(n_rows,)](x, n, block)
+            return x
+    """
+)
+
+
+@pytest.mark.parametrize(("shape", "block"), [((3, 300), 512), ((2, 9000), 4096)])
+def test_unsloths_wrapper_arithmetic_is_evaluated(shape: tuple[int, int], block: int) -> None:
+    """`divmod`, a comparison's bool in a sum, a bare annotation (which binds nothing) and a
+    module name bound to a Triton function: the wrapper's values reach the launch."""
+    m = model_of(UNSLOTH_WRAPPER)
+    assert m.names.resolve("next_power_of_2") == "triton.next_power_of_2"
+    (launch,) = m.launches
+    (values,) = m.launch_values(launch, m.kernels["k"], [CaseShape(0, (shape,), ("float32",))])
+    assert values["BLOCK"] == block and values["n"] == shape[1]
+    assert cu.Bindings(launch.function).single("n_rows") is not None  # `n_rows: int` is no binding
+
+
 @pytest.mark.parametrize(
     ("handle_configs", "values"),
     [

@@ -407,6 +407,8 @@ def _bindings(function: cst.FunctionDef, name: str) -> list[tuple[cst.CSTNode, c
                     found.append((n, n.value))
                 elif any(isinstance(x, cst.Name) and x.value == name for x in read.walk(t.target)):
                     found.append((n, None))
+        elif isinstance(n, cst.AnnAssign) and n.value is None:
+            continue  # a bare annotation (`n_rows: int`) binds nothing
         elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
             if any(isinstance(x, cst.Name) and x.value == name for x in read.walk(n.target)):
                 found.append((n, None))

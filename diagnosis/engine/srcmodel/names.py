@@ -10,7 +10,8 @@ A module-level function that only forwards its own arguments to Triton's autotun
 (flag_gems' `libtuner`, a project's `def autotune(configs, key, **kw): return
 triton.autotune(configs, key, **kw)`) is read as that decorator: `@libtuner(configs=..., key=...)`
 is an `@triton.autotune` whose `configs` and `key` are where Triton's are. So is a module name
-bound once to one (`fla_cache_autotune = triton.autotune`).
+bound once to one (`fla_cache_autotune = triton.autotune`), and one bound once to any other
+Triton name (unsloth's `next_power_of_2 = triton.next_power_of_2`).
 
 Rewrites write new code in that vocabulary; `respell` makes it valid in the module it goes to
 (`tl.arange` becomes `lang.arange` there, or an import is added).
@@ -56,7 +57,8 @@ class Names:
     imports: dict[str, str]
     bound: frozenset[str]  # names bound at module level or by any import
     heads: frozenset[str] = frozenset()  # of tl, triton, torch: those the module's code reads
-    factories: dict[str, str] = field(default_factory=dict)  # local function -> the decorator it forwards to
+    # local function -> the decorator it forwards to; module name -> the Triton name bound to it
+    factories: dict[str, str] = field(default_factory=dict)
 
     def resolve(self, text: str) -> str:
         """`lang.load` -> `tl.load`; a head the module does not import stays as written."""
@@ -152,7 +154,8 @@ def _factories(tree: cst.Module, names: Names) -> dict[str, str]:
 
 def _alias(st: cst.CSTNode, names: Names) -> tuple[str, str] | None:
     """`name = triton.autotune` at module level (fla's `fla_cache_autotune` where no cache is
-    installed): the name and the decorator of `_FORWARDED` it stands for."""
+    installed), or any other Triton name (unsloth's `next_power_of_2 = triton.next_power_of_2`,
+    `triton_cast = tl.cast`): the name and what it stands for."""
     if not (
         isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Assign)
     ):
@@ -163,7 +166,8 @@ def _alias(st: cst.CSTNode, names: Names) -> tuple[str, str] | None:
     if not isinstance(small.value, (cst.Name, cst.Attribute)):
         return None
     target = names.resolve(_dotted(small.value))
-    return (small.targets[0].target.value, target) if target in _FORWARDED else None
+    triton = target in _FORWARDED or target.startswith(("triton.", "tl."))
+    return (small.targets[0].target.value, target) if triton else None
 
 
 def _forwards(fn: cst.FunctionDef, call: cst.Call, positional: tuple[str, ...]) -> bool:

@@ -61,7 +61,9 @@ def binds(st: cst.BaseStatement) -> set[str]:
         targets: list[cst.BaseExpression] = []
         if isinstance(small, cst.Assign):
             targets = [t.target for t in small.targets]
-        elif isinstance(small, cst.AnnAssign | cst.AugAssign):
+        elif isinstance(small, cst.AugAssign) or (
+            isinstance(small, cst.AnnAssign) and small.value is not None
+        ):
             targets = [small.target]
         elif isinstance(small, cst.Import | cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
             for alias in small.names:

@@ -188,8 +188,8 @@ class Evaluator:
             value = self.value(small.value)
             for t in small.targets:
                 self._assign(t.target, value)
-        elif isinstance(small, cst.AnnAssign):
-            self._assign(small.target, self.value(small.value) if small.value is not None else None)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:  # a bare annotation binds nothing
+            self._assign(small.target, self.value(small.value))
         elif isinstance(small, cst.AugAssign):
             current = self(small.target) if isinstance(small.target, cst.Name) else None
             op = _BINARY.get(type(small.operator).__name__.removesuffix("Assign"))
@@ -215,6 +215,8 @@ class Evaluator:
 
     def _clobber(self, node: cst.CSTNode) -> None:
         for n in read.walk(node):
+            if isinstance(n, cst.AnnAssign) and n.value is None:
+                continue
             if isinstance(n, cst.AssignTarget) or isinstance(
                 n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)
             ):
@@ -299,7 +301,8 @@ class Evaluator:
         if isinstance(node, cst.BinaryOperation):
             a, b = self._eval(node.left), self._eval(node.right)
             op = _BINARY.get(type(node.operator).__name__)
-            return op(a, b) if op is not None and _ints(a, b) else None
+            # a comparison's bool counts as its int, as in Python (unsloth: `div + (mod != 0)`)
+            return op(a, b) if op is not None and all(isinstance(v, int) for v in (a, b)) else None
         if isinstance(node, cst.Comparison):
             return self._compare(node)
         if isinstance(node, cst.BooleanOperation):
@@ -386,6 +389,9 @@ class Evaluator:
             if vals and all(isinstance(v, int) for v in vals):
                 return min(vals) if name == "min" else max(vals)
             return None
+        if name == "divmod" and len(args) == 2:  # unsloth: `div, mod = divmod(vocab_size, MAX_FUSED_SIZE)`
+            a, b = self._eval(args[0]), self._eval(args[1])
+            return divmod(a, b) if isinstance(a, int) and isinstance(b, int) and b else None
         if name == "int" and args:
             v = self._eval(args[0])
             return v if isinstance(v, int) else None

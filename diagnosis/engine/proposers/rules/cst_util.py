@@ -298,7 +298,10 @@ class Bindings:
                             self._add(Binding(el.value.value, statement, None, small.value, i), el.value)
                 else:
                     self._mark(statement, target)
-        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+        elif isinstance(small, cst.AugAssign) or (
+            isinstance(small, cst.AnnAssign) and small.value is not None
+        ):
+            # a bare annotation (`n_rows: int`, unsloth) binds nothing
             self._mark(statement, small.target)
             if (
                 isinstance(small, cst.AnnAssign)
