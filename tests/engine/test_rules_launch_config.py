@@ -1076,6 +1076,25 @@ ADD_JIT_CALL = ADD.replace("@triton.jit\ndef add_kernel(", "def add_kernel(").re
     "\n\n\ndef add(", "\n\n\nadd_kernel = triton.jit(add_kernel)\n\n\ndef add("
 )
 
+# unsloth's wrapper: an alias of a Triton function, `divmod`, a bool in arithmetic, bare
+# annotations; its kernels jitted by calls, one of them never launched (it keeps its statement)
+SOFTMAX_UNSLOTH = (
+    st.source("softmax_liger.py")
+    .replace("MAX_FUSED_SIZE = 65536\n", "MAX_FUSED_SIZE = 65536\nnext_power_of_2 = triton.next_power_of_2\n")
+    .replace("    BLOCK_SIZE = triton.next_power_of_2(n)\n", "    BLOCK_SIZE: int = next_power_of_2(n)\n")
+    .replace("@triton.jit\ndef _softmax_single_block_forward_kernel(", "def _softmax_single_block_forward_kernel(")
+    .replace(
+        "\n\n\ndef _softmax_forward(x):\n",
+        "\n\n\n_softmax_single_block_forward_kernel = triton.jit(_softmax_single_block_forward_kernel)\n\n\n"
+        "def _unused_kernel(x_ptr, BLOCK: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)\n\n\n"
+        "_unused_kernel = triton.jit(_unused_kernel)\n\n\n"
+        "def _softmax_forward(x):\n    div, mod = divmod(x.shape[-1], MAX_FUSED_SIZE)\n"
+        "    n_chunks: int = div + (mod != 0)\n    BLOCK_SIZE: int\n",
+    )
+    .replace("    BLOCK_SIZE, num_warps = calculate_settings(n_cols)\n",
+             "    if n_chunks == 1:\n        BLOCK_SIZE, num_warps = calculate_settings(n_cols)\n")
+)  # fmt: skip
+
 STYLES = [
     st.row(ADD, "add_tutorial.py",
            ['key=["n_elements"]', "    add_kernel[grid](x, y, output, n_elements)\n",
@@ -1162,6 +1181,11 @@ STYLES = [
     st.row(ADD_JIT_CALL, "add_tutorial.py",
            ['    key=["n_elements"],\n)\n@triton.jit\ndef add_kernel(', "    add_kernel[grid](x, y, output, n_elements)\n"],
            ["add_kernel = triton.jit(add_kernel)", "BLOCK_SIZE=1024"], id="kernel-jitted-by-a-call"),
+    st.row(SOFTMAX_UNSLOTH, "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)", "@triton.jit\ndef _softmax_single_block_forward_kernel(",
+            "_unused_kernel = triton.jit(_unused_kernel)\n"],
+           ["_softmax_single_block_forward_kernel = triton.jit(", "num_warps=num_warps"],
+           id="unsloth-wrapper-divmod-annotations-triton-alias"),
     # ... and one that passes them, written out as keywords first: the dict goes
     st.row(SOFTMAX_DICT, "softmax_liger.py",
            ["triton.Config({}, num_warps=16)",

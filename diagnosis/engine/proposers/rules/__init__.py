@@ -86,6 +86,11 @@ def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[s
     rw = _first_transform(family, source, inp, skip)
     if rw is None and (written := written_out(source)) is not None:
         rw = _first_transform(family, written, inp, skip)
+        # the smallest diff: only the kernels the rewrite changed, and their launches, written out
+        narrow = written_out(source, rw.kernels) if rw is not None and rw.kernels else None
+        if narrow is not None and narrow != written:
+            again = _first_transform(family, narrow, inp, skip)
+            rw = again if again is not None and set(again.kernels) == set(rw.kernels) else rw
     if rw is None or rw.source == source:
         return None
     return replace(rw, source=_unindented_blank_lines(source, rw.source))

@@ -31,7 +31,7 @@ them, and the statements are gone: the same object under the same name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 
@@ -39,23 +39,24 @@ from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.srcmodel import Launch, model_of_tree, read
 
 
-def written_out(source: str) -> str | None:
+def written_out(source: str, kernels: Collection[str] | None = None) -> str | None:
     """`source` with its kernels jitted by calls decorated and its launches' `**d` written as
-    keywords, where any can be; None where none can."""
+    keywords, where any can be (of `kernels` and their launches only, where given); None where
+    none can."""
     out = source
     for step in (_jit_calls, _launch_dicts):
         tree = cu.parse(out)
-        written = step(tree) if tree is not None else None
+        written = step(tree, kernels) if tree is not None else None
         out = written if written is not None else out
     return out if out != source else None
 
 
-def _jit_calls(tree: cst.Module) -> str | None:
+def _jit_calls(tree: cst.Module, kernels: Collection[str] | None) -> str | None:
     """The module with each kernel the model reads from `f = triton.jit(f)` statements
     decorated instead; None where it has none."""
     edits: list[tuple[cst.CSTNode, object]] = []
     for kernel in model_of_tree(tree).kernels.values():
-        if not kernel.wrapped_by:
+        if not kernel.wrapped_by or (kernels is not None and kernel.name not in kernels):
             continue
         decorators: list[cst.Decorator] = []
         for statement in reversed(kernel.wrapped_by):  # the last statement wraps outermost
@@ -70,11 +71,13 @@ def _jit_calls(tree: cst.Module) -> str | None:
     return cu.emit(cu.replace(tree, edits), tree) if edits else None
 
 
-def _launch_dicts(tree: cst.Module) -> str | None:
+def _launch_dicts(tree: cst.Module, kernels: Collection[str] | None) -> str | None:
     """The module with each launch's `**d` that can be written out so; None where there is none."""
     pure = cu.PureCalls(tree)
     edits: list[tuple[cst.CSTNode, object]] = []
     for launch in model_of_tree(tree).launches:
+        if kernels is not None and launch.kernel not in kernels:
+            continue
         args: list[cst.Arg] = []
         written = False
         for arg in launch.call.args:
