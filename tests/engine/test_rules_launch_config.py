@@ -794,6 +794,25 @@ def test_the_parents_warps_from_a_module_constant_stay_in_the_space() -> None:
 
 # --- size dispatch: launch-bound sizes keep the fixed launch --------------------------------
 
+
+@pytest.mark.parametrize(
+    ("widths", "own"),
+    [
+        # calculate_settings: 4 warps up to 2047 columns, 8 to 8191, 16 to 32767, then 32
+        pytest.param((1000, 40000), (4, 32), id="a-row-of-32768-keeps-its-32-warps"),
+        pytest.param((3000, 5000), (8, 16), id="neither-case-on-four-warps"),
+    ],
+)
+def test_the_parents_warps_computed_case_by_case_stay_in_the_space(widths: tuple[int, ...], own: tuple[int, ...]) -> None:
+    """liger launches with the warps `calculate_settings` returns for each row: each case's
+    value is a config, so the autotuner (keyed by the row) can keep every case's own choice."""
+    cases = tuple(CaseShape(i, ((64, n),), ("float32",)) for i, n in enumerate(widths))
+    rw = apply_family(Family.LAUNCH_CONFIG, st.source("softmax_liger.py"), h.rule_input(cases))
+    assert rw is not None
+    warps = [int(w) for w in re.findall(r"num_warps=(\d+)", rw.source)]
+    assert tuple(warps[: len(own)]) == own
+    assert set(warps) == set(own) | {2, 4, 8, 16}
+
 H200 = sol.lookup("NVIDIA H200").spec
 
 

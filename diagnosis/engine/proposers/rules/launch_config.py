@@ -388,6 +388,23 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
     return value
 
 
+def _own_warps(launch: cu.Launch, bindings: cu.Bindings, consts: dict[str, int], inp: RuleInput) -> list[int]:
+    """The warps the parent launches with: its constant, or, where the wrapper computes them
+    (`BLOCK_SIZE, num_warps = calculate_settings(n)`: 32 for a row of 32768), each case's value
+    evaluated at the launch, so the autotuner, keyed by the sizes, can keep every case's own
+    choice. Triton's default four where the launch passes none or they cannot be told."""
+    fixed = _launch_int(launch, "num_warps", bindings, consts)
+    if fixed is not None:
+        return [fixed]
+    arg = launch.keywords.get("num_warps")
+    if arg is None or not inp.context.cases:
+        return [4]
+    seen = [ev(arg.value) for ev in launch.model.launch_envs(launch, inp.context.cases)]
+    if not all(isinstance(w, int) and not isinstance(w, bool) and _pow2(w) for w in seen):
+        return [4]
+    return sorted(set(seen))
+
+
 # A timed case whose speed-of-light time is below this is launch-bound: the kernel ends before
 # the host has issued the next launch, so the autotuner's host work on every call (Autotuner.run
 # builds the key and argument dicts before the JIT's own launch path) adds to the forward's time
@@ -821,12 +838,9 @@ def _plan(
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run. (A loop
     # step the wrapper computed has no one value to keep: the space starts at LOOP_BLOCK.)
     consts = cu.module_ints(tree)
-    own = _config(
-        tuned,
-        _launch_int(launch, "num_warps", bindings, consts) or 4,
-        _launch_int(launch, "num_stages", bindings, consts),
-    )
-    configs = _distinct([own, *configs])
+    stages = _launch_int(launch, "num_stages", bindings, consts)
+    own = [_config(tuned, w, stages) for w in _own_warps(launch, bindings, consts, inp)]
+    configs = _distinct([*own, *configs])
     if len(configs) < 2:
         return None
     plan.configs = configs
