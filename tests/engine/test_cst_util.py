@@ -79,7 +79,12 @@ def _launched_with(call_text: str, drop: list[str], add: dict[str, str]) -> str:
         ("k[g](\n    a,\n    B=1,\n)\n", ["1"], {"M": "M"}, "k[g](\n    a,\n    M=M,\n)"),
         # liger: a comment on the last argument's line stays on it
         ("k[g](\n    a,\n    **kw,  # XPU\n)\n", [], {"M": "M"}, "k[g](\n    a,\n    **kw,  # XPU\n    M=M,\n)"),
+        # sglang: a comment line above the argument after a dropped one stays above it, and the
+        # separator the added arguments take carries no copy of it
+        ("k[g](\n    a,\n    W=4,\n    # no FMA\n    F=0,\n)\n", ["4"], {"M": "M"},
+         "k[g](\n    a,\n    # no FMA\n    F=0,\n    M=M,\n)"),
+        ("k[g](\n    a,\n    W=4,  # warps\n    F=0,\n)\n", ["4"], {}, "k[g](\n    a,\n    F=0,\n)"),
     ],
-)
+)  # fmt: skip
 def test_drop_args_keeps_the_calls_layout(call_text: str, drop: list[str], add: dict[str, str], expected: str) -> None:
     assert _launched_with(call_text, drop, add) == expected

@@ -761,18 +761,24 @@ def drop_args(
     argument per line stays so."""
     pairs = list(zip(original.args, updated.args, strict=True))
     keywords = keywords or {}
-    kept = [
-        u.with_changes(keyword=cst.Name(keywords[id(o)]), equal=_TIGHT) if id(o) in keywords else u
-        for o, u in pairs
-        if id(o) not in ids
-    ]
+    kept: list[cst.Arg] = []
+    for o, u in pairs:
+        if id(o) in ids:
+            # comment lines between a dropped argument and the next belong to the next one
+            lines = _comment_lines(u.comma)
+            before = kept[-1].comma if kept else None
+            if lines and isinstance(before, cst.Comma) and isinstance(ws := before.whitespace_after, cst.ParenthesizedWhitespace):
+                comma = before.with_changes(whitespace_after=ws.with_changes(empty_lines=[*ws.empty_lines, *lines]))
+                kept[-1] = kept[-1].with_changes(comma=comma)
+            continue
+        kept.append(u.with_changes(keyword=cst.Name(keywords[id(o)]), equal=_TIGHT) if id(o) in keywords else u)
     if not pairs:
         return updated.with_changes(args=list(add))
     last = pairs[-1][1]
-    # the separator between the original's last two arguments: a new line in a call laid out one
-    # argument per line; the added arguments but the last, and the old last one when it now
-    # precedes them, take it
-    sep = pairs[-2][1].comma if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
+    # the separator between the original's last two arguments, without its comments: a new line
+    # in a call laid out one argument per line; the added arguments but the last, and the old
+    # last one when it now precedes them, take it
+    sep = plain_comma(pairs[-2][1].comma) if len(pairs) > 1 and isinstance(pairs[-2][1].comma, cst.Comma) else None
     sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     tail = [*kept, *(a.with_changes(comma=sep) for a in add)]
     closing = last.comma
@@ -784,6 +790,23 @@ def drop_args(
     if tail and (add or id(pairs[-1][0]) in ids):
         tail[-1] = tail[-1].with_changes(comma=closing, whitespace_after_arg=last.whitespace_after_arg)
     return updated.with_changes(args=tail)
+
+
+def _comment_lines(comma: Any) -> list[cst.EmptyLine]:
+    """The lines of comment after a comma, before the next argument's line."""
+    ws = comma.whitespace_after if isinstance(comma, cst.Comma) else None
+    if not isinstance(ws, cst.ParenthesizedWhitespace):
+        return []
+    return [line for line in ws.empty_lines if line.comment is not None]
+
+
+def plain_comma(comma: cst.Comma) -> cst.Comma:
+    """`comma` without the comments in the whitespace after it: a separator to use again
+    elsewhere in its call (a line break in a call laid out one argument per line)."""
+    ws = comma.whitespace_after
+    if not isinstance(ws, cst.ParenthesizedWhitespace):
+        return comma
+    return comma.with_changes(whitespace_after=ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[]))
 
 
 def _comment_stays(comma: Any, sep: cst.Comma) -> tuple[cst.Comma, Any]:
