@@ -245,6 +245,16 @@ def _styles() -> list:
             "    add_kernel[grid](x, y, output, n_elements)\n",
             id="block-in-a-local-dict",
         ),
+        # sglang's sizes (or strides) unpacked into the launch: written out a dimension each
+        pytest.param(
+            add.replace(
+                "    add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)\n",
+                "    flat = output.view(-1)\n    add_kernel[grid](x, y, output, *flat.shape, BLOCK_SIZE=64)\n",
+            ),
+            # the grid's n_elements is not the argument as written: the key gets it as its own
+            "    add_kernel[grid](x, y, output, flat.shape[0], n_elements_key=n_elements)\n",
+            id="sizes-unpacked-into-the-launch",
+        ),
     ]
 
 

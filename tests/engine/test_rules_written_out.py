@@ -1,10 +1,12 @@
-"""A launch's `**d` of a local dict literal, written out as keywords where a rule needs the launch."""
+"""What the rules read written out: a launch's `**d` of a local dict literal as keywords, its
+`*x.stride()` one argument a dimension, a kernel jitted by a call decorated."""
 
 from __future__ import annotations
 
 import pytest
 
 from diagnosis.engine.evidence import Family
+from diagnosis.engine.proposers.base import CaseShape
 from diagnosis.engine.proposers.rules import apply_family
 from diagnosis.engine.proposers.rules.written_out import written_out
 from tests.engine.rules_cases import harness as h
@@ -135,3 +137,93 @@ def test_a_kernel_jitted_by_calls_is_written_decorated() -> None:
         "triton.jit(_scale_rows)", "triton.jit(do_not_specialize=['n_cols'])(_scale_rows)"
     )
     assert "@triton.jit(do_not_specialize=['n_cols'])\ndef _scale_rows(" in written_out(cols)
+
+
+# sglang's form: a tensor's strides unpacked into the launch
+STRIDES = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_rows(x_ptr, out_ptr, n_cols, stride_xm, stride_xn, stride_om, stride_on, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row * stride_om + cols * stride_on, x * 2, mask=cols < n_cols)
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        scale_rows[(x.shape[0],)](x, out, x.shape[1], *x.stride(), *out.stride(), BLOCK=1024)
+        return out
+
+
+def get_init_inputs():
+    return []
+
+
+def get_inputs():
+    return [torch.randn(64, 1000)]
+
+
+def get_input_cases():
+    return [[torch.randn(m, 1000)] for m in (64, 300, 7, 1, 129)]
+
+
+def get_verify_inputs():
+    return [[torch.randn(5, 1000)], [torch.randn(3, 1000)[:, ::2]]]
+"""
+ROWS = tuple(CaseShape(i, ((m, 1000),), ("float32",)) for i, m in enumerate((64, 300, 7)))
+
+
+def test_unpacked_strides_become_one_argument_a_dimension() -> None:
+    assert written_out(STRIDES, cases=ROWS) == STRIDES.replace(
+        "*x.stride(), *out.stride()", "x.stride(0), x.stride(1), out.stride(0), out.stride(1)"
+    )
+    # a call laid out one argument per line stays so; sizes unpack the same way
+    per_line = STRIDES.replace(
+        "(x, out, x.shape[1], *x.stride(), *out.stride(), BLOCK=1024)",
+        "(\n            x,\n            out,\n            *x.shape[1:],\n            *x.stride(),\n"
+        "            *out.stride(),\n            BLOCK=1024,\n        )",
+    )
+    assert written_out(per_line, cases=ROWS) == per_line.replace(
+        "            *x.stride(),\n            *out.stride(),\n",
+        "            x.stride(0),\n            x.stride(1),\n            out.stride(0),\n            out.stride(1),\n",
+    )
+    sizes = STRIDES.replace("*x.stride(), *out.stride()", "*x.shape, *out.size()")
+    assert (
+        "(x, out, x.shape[1], x.shape[0], x.shape[1], out.size(0), out.size(1), BLOCK=1024)"
+        in written_out(sizes, cases=ROWS)
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "cases"),
+    [
+        pytest.param(STRIDES, (), id="no-case-tells-the-rank"),
+        pytest.param(STRIDES, (*ROWS, CaseShape(3, ((4, 5, 1000),), ("float32",))), id="rank-differs-between-cases"),
+        pytest.param(STRIDES.replace("*x.stride(), *out.stride()", "*x.t().stride(), *out.stride()").replace(
+            "*out.stride()", "out.stride(0), out.stride(1)"), ROWS, id="not-a-name"),
+        pytest.param(STRIDES.replace("*x.stride(), *out.stride()", "*STRIDES, *out.stride()").replace(
+            "*out.stride()", "out.stride(0), out.stride(1)"), ROWS, id="not-a-tensors-strides"),
+    ],
+)  # fmt: skip
+def test_unpacked_arguments_whose_count_the_cases_do_not_tell_stay(source: str, cases: tuple) -> None:
+    assert written_out(source, cases=cases) is None
+
+
+def test_a_rule_takes_the_launch_with_its_strides_written_out(tmp_path) -> None:
+    rw = apply_family(Family.LAUNCH_CONFIG, STRIDES, h.rule_input(ROWS))
+    assert rw is not None and "triton.autotune(" in rw.source
+    assert (
+        "](x, out, x.shape[1], x.stride(0), x.stride(1), out.stride(0), out.stride(1), grid_size_0="
+        in rw.source
+    )
+    h.assert_interp_ok({"strides": rw.source}, tmp_path)

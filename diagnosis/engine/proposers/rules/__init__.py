@@ -79,15 +79,16 @@ def registered_families() -> list[Family]:
 def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[str] = ()) -> Rewrite | None:
     """The first transform of `family` (but those named in `skip`) that applies to `source`
     and yields a valid module; where none does, the first that applies once the module is
-    written out as the rules read it (`written_out`: launches' `**d` as keywords, kernels jitted
-    by a call decorated)."""
+    written out as the rules read it (`written_out`: launches' `**d` as keywords and their
+    `*x.stride()` one argument a dimension, kernels jitted by a call decorated)."""
     from diagnosis.engine.proposers.rules.written_out import written_out
 
     rw = _first_transform(family, source, inp, skip)
-    if rw is None and (written := written_out(source)) is not None:
+    cases = inp.context.cases
+    if rw is None and (written := written_out(source, cases=cases)) is not None:
         rw = _first_transform(family, written, inp, skip)
         # the smallest diff: only the kernels the rewrite changed, and their launches, written out
-        narrow = written_out(source, rw.kernels) if rw is not None and rw.kernels else None
+        narrow = written_out(source, rw.kernels, cases) if rw is not None and rw.kernels else None
         if narrow is not None and narrow != written:
             again = _first_transform(family, narrow, inp, skip)
             rw = again if again is not None and set(again.kernels) == set(rw.kernels) else rw

@@ -16,6 +16,16 @@ the launch and before it, and read nowhere but in the one `**`; no key is a keyw
 already passes; each value calls only what has no effect (`cst_util.PureCalls`) and reads no
 name that a statement between the two binds again, so it is the same value at the launch.
 
+**A launch's `*x.stride()`.** sglang and many hand-written wrappers pass a tensor's strides
+(or its sizes) by unpacking them:
+
+    _apply_learned_sink_kernel[grid](query, sink_key, ..., num_tokens, *query.stride(), ...)
+
+A rule cannot tell which parameters such an argument binds, so it refuses the launch. Written
+out, the launch passes `query.stride(0), query.stride(1), query.stride(2)`: the same values to
+the same parameters. The rank comes from the cases: the tensor, a name, must have the same
+number of dimensions on every case the module is given (`*x.shape` and `*x.size()` alike).
+
 **A kernel jitted by a call.** unsloth defines its kernels as plain functions and rebinds them:
 
     def _cross_entropy_forward(...): ...
@@ -35,16 +45,21 @@ from collections.abc import Collection, Sequence
 
 import libcst as cst
 
+from diagnosis.engine.proposers.base import CaseShape
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.srcmodel import Launch, model_of_tree, read
+from diagnosis.engine.srcmodel import Launch, TensorValue, model_of_tree, read
 
 
-def written_out(source: str, kernels: Collection[str] | None = None) -> str | None:
-    """`source` with its kernels jitted by calls decorated and its launches' `**d` written as
-    keywords, where any can be (of `kernels` and their launches only, where given); None where
+def written_out(
+    source: str, kernels: Collection[str] | None = None, cases: Sequence[CaseShape] = ()
+) -> str | None:
+    """`source` with its kernels jitted by calls decorated, its launches' `**d` written as
+    keywords and their `*x.stride()` as one argument a dimension (given `cases`, which tell the
+    rank), where any can be (of `kernels` and their launches only, where given); None where
     none can."""
     out = source
-    for step in (_jit_calls, _launch_dicts):
+    steps = (_jit_calls, _launch_dicts, lambda tree, kernels: _launch_stars(tree, kernels, cases))
+    for step in steps:
         tree = cu.parse(out)
         written = step(tree, kernels) if tree is not None else None
         out = written if written is not None else out
@@ -87,11 +102,61 @@ def _launch_dicts(tree: cst.Module, kernels: Collection[str] | None) -> str | No
                 continue
             assign, elements = plan
             edits.append((assign, cst.RemoveFromParent()))
-            args += [cu.keyword_arg(key, value) for key, value in elements]
+            args += _spliced(launch.call.args, arg, [cu.keyword_arg(key, value) for key, value in elements])
             written = True
         if written:
-            edits.append((launch.call, launch.call.with_changes(args=_laid_out(launch.call.args, args))))
+            edits.append((launch.call, launch.call.with_changes(args=args)))
     return cu.emit(cu.replace(tree, edits), tree) if edits else None
+
+
+def _launch_stars(
+    tree: cst.Module, kernels: Collection[str] | None, cases: Sequence[CaseShape]
+) -> str | None:
+    """The module with each launch's `*x.stride()`, `*x.shape` and `*x.size()` written out one
+    argument a dimension; None where there is none (or no case tells a rank)."""
+    if not cases:
+        return None
+    edits: list[tuple[cst.CSTNode, object]] = []
+    for launch in model_of_tree(tree).launches:
+        if (kernels is not None and launch.kernel not in kernels) or not any(
+            a.star == "*" for a in launch.call.args
+        ):
+            continue
+        envs = launch.model.launch_envs(launch, cases)
+        args: list[cst.Arg] = []
+        written = False
+        for arg in launch.call.args:
+            elements = _unpacked(arg, envs) if arg.star == "*" else None
+            args += (
+                [arg] if elements is None else _spliced(launch.call.args, arg, [cst.Arg(e) for e in elements])
+            )
+            written |= elements is not None
+        if written:
+            edits.append((launch.call, launch.call.with_changes(args=args)))
+    return cu.emit(cu.replace(tree, edits), tree) if edits else None
+
+
+def _unpacked(arg: cst.Arg, envs: Sequence) -> list[cst.BaseExpression] | None:
+    """`x.stride(0), x.stride(1)` for `*x.stride()` (`x.shape[i]` for `*x.shape`, `x.size(i)` for
+    `*x.size()`) where `x`, a name, is a tensor of one rank on every case; None otherwise."""
+    value = arg.value
+    if isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute):
+        method, tensor = value.func.attr.value, value.func.value
+        if method not in ("stride", "size"):
+            return None
+    elif isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        method, tensor = "shape", value.value
+    else:
+        return None
+    if not isinstance(tensor, cst.Name):
+        return None
+    ranks = {len(t.shape) if isinstance(t := ev(tensor), TensorValue) else None for ev in envs}
+    if len(ranks) != 1 or not isinstance(rank := ranks.pop(), int) or rank < 1:
+        return None
+    name = tensor.value
+    if method == "shape":
+        return [cu.expr(f"{name}.shape[{i}]") for i in range(rank)]
+    return [cu.expr(f"{name}.{method}({i})") for i in range(rank)]
 
 
 def _plan(
@@ -173,14 +238,18 @@ def _targets(statement: cst.CSTNode) -> set[str]:
     return out
 
 
-def _laid_out(old: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
-    """`new`, the arguments of a call that held `old`, separated as `old` was: an argument
-    written out takes the separator between the old arguments (a line break in a call laid out
-    one argument per line), and the last keeps what followed the old last one (a trailing comma,
-    or none)."""
-    sep = old[-2].comma if len(old) > 1 and isinstance(old[-2].comma, cst.Comma) else None
-    sep = sep or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    kept = {id(a) for a in old}
-    out = [a if id(a) in kept else a.with_changes(comma=sep) for a in new]
-    out[-1] = out[-1].with_changes(comma=old[-1].comma, whitespace_after_arg=old[-1].whitespace_after_arg)
+def _spliced(args: Sequence[cst.Arg], arg: cst.Arg, new: list[cst.Arg]) -> list[cst.Arg]:
+    """`new`, the arguments written in place of `arg` (one of `args`), separated as the call
+    separates its arguments: each takes `arg`'s own separator (the one before it, for the last
+    argument) without its comments, a line break in a call laid out one argument per line, and
+    the last `arg`'s as it is (a comment, a trailing comma, or nothing before `)`)."""
+    sep = arg.comma
+    if arg is args[-1]:  # its comma, if any, leads to `)`: the separator before it
+        before = args[-2].comma if len(args) > 1 else None
+        sep = (
+            before if isinstance(before, cst.Comma) else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+    sep = cu.plain_comma(sep)
+    out = [a.with_changes(comma=sep) for a in new]
+    out[-1] = out[-1].with_changes(comma=arg.comma, whitespace_after_arg=arg.whitespace_after_arg)
     return out
