@@ -19,6 +19,7 @@ from typing import Any
 
 from diagnosis.engine.counterfactual import (
     CONFIRMED,
+    NO_EFFECT,
     NO_SPILLS,
     PIPELINE,
     VECTORIZE,
@@ -173,6 +174,7 @@ def run_tier3(
         ran += 1
         t1 = time.perf_counter()
         finding = run_counterfactual(h, result, recompile)
+        out.findings = [_refuted(f, h, finding) for f in out.findings]
         out.findings.append(finding)
         data["counterfactuals"].append(
             {
@@ -197,6 +199,35 @@ def run_tier3(
         out.notes.append("no recompile callable: hypotheses listed in data['counterfactuals'], none tested")
     out.wall_s = time.perf_counter() - t0
     return out
+
+
+UNPROVABLE_INDEX = "the index goes through an operation (%, //, &, a select) whose contiguity the compiler cannot prove"
+
+
+def _refuted(f: Finding, h: Counterfactual, result: Finding) -> Finding:
+    """`f` as the counterfactual `h` (with its `result`) leaves it: a vectorization finding whose
+    blockers the recompile made divisible, while its access stayed as narrow, no longer names
+    them as the cause; it says so, and gives what else explains the access, where anything
+    does. Any other finding, or a recompile that did not compile, leaves `f` as it is."""
+    if not (
+        f.code == VEC_BLOCKED.code
+        and h.tests == VEC_BLOCKED.code
+        and result.code == NO_EFFECT.code
+        and "after" in result.args  # it compiled: the access was compared
+        and f.kernel == h.kernel
+        and set(f.lines) <= set(h.lines)
+    ):
+        return f
+    named = sorted(b["arg"] for b in f.args.get("blockers", ()))
+    if not named or not set(named) <= set(h.overrides.get("divisibility", ())):
+        return f
+    tried = ", ".join(f"`{n}`" for n in named)
+    reason = (
+        f"{f.args['reason']}; yet recompiled with {tried} divisible by 16 it stays {f.args['width']}-bit, "
+        "so that is not the cause"
+    )
+    reason += f": {f.args['otherwise']}" if f.args.get("otherwise") else ""
+    return replace(f, args={**f.args, "reason": reason, "refuted": named})
 
 
 def _merge(hypotheses: Sequence[Counterfactual]) -> list[Counterfactual]:
@@ -407,14 +438,18 @@ def _explain_scalar(
     pids = sorted({axis for acc in accesses for axis in acc.get("program_ids", ())})
     if not blockers and a.get("fit_warps"):
         return _explain_thin(kernel, finding)
+    # what explains the access without the blockers: the cause left if a counterfactual with
+    # every blocker divisible still leaves it narrow (`_refuted`)
+    if pids:
+        otherwise = "; ".join(_unscaled_pid(kernel, axis) for axis in pids)
+    elif any(x["kind"] == "unknown" for x in accesses):
+        otherwise = UNPROVABLE_INDEX
+    else:
+        otherwise = ""
     if blockers:
         reason = "; ".join(b["why"] for b in blockers)
-    elif pids:
-        reason = "; ".join(_unscaled_pid(kernel, axis) for axis in pids)
-    elif any(x["kind"] == "unknown" for x in accesses):
-        reason = "the index goes through an operation (%, //, &, a select) whose contiguity the compiler cannot prove"
     else:
-        reason = "every argument it depends on is already divisible by 16: the cause is not a missing hint"
+        reason = otherwise or "every argument it depends on is already divisible by 16: the cause is not a missing hint"
     family = Family.MASKING if blockers and all(b["role"] == "mask" for b in blockers) else Family.HINTS
     out = [
         Finding(
@@ -426,6 +461,7 @@ def _explain_scalar(
                 "width": a["width"],
                 "reason": reason,
                 "blockers": blockers,
+                "otherwise": otherwise,
                 "op": a["op"],
             },
             lines=(line,),

@@ -131,6 +131,21 @@ def test_mask_bound_blockers_filed_under_masking_get_the_same_copy() -> None:
     assert apply_family(Family.MASKING, SOFTMAX, with_findings(plain)) is None
 
 
+def test_blockers_a_counterfactual_refuted_get_no_aligned_copy() -> None:
+    """Tier 3 recompiled with the mask bound divisible and the access stayed as narrow: the bound
+    is not the cause, so no copy guarded on it is proposed, whether the finding names it or the
+    cases would."""
+    f = blocked("softmax_kernel", ("n_cols", "mask"))
+    refuted = Finding(code=f.code, severity=f.severity, args={**f.args, "refuted": ["n_cols"]}, kernel=f.kernel)
+    assert apply_family(Family.MASKING, SOFTMAX, with_findings(refuted)) is None
+    assert "softmax_kernel_aligned" not in (apply_family(Family.HINTS, SOFTMAX, with_findings(refuted)) or SOFTMAX)
+    cases = (CaseShape(0, ((3000, 7001), (3000, 7001)), ("float32", "float32")),)
+    add = Finding(code=f.code, severity=f.severity, args={"line": 1, "refuted": ["n_elements"]}, kernel="add_kernel")
+    rw = apply_family(Family.HINTS, VEC_ADD, with_findings(add, cases=cases))
+    assert rw is None or "n_elements // 4 * 4" not in rw.source
+    assert "n_elements // 4 * 4" in apply_family(Family.HINTS, VEC_ADD, with_findings(cases=cases)).source
+
+
 def test_no_aligned_copy_where_no_timed_case_could_take_it() -> None:
     """01_gemm's blockers as tier 3 names them from its 3000 x 5000 x 2500 case: stride_am
     (2500), K (2500), M (3000). No multiple-of-8 guard admits that case, and the other four

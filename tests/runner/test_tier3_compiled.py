@@ -126,6 +126,23 @@ def test_it_confirms_vectorization_with_n_divisible_by_16() -> None:
     assert result.explains and result.narrows
 
 
+def test_a_blocker_its_counterfactual_refutes_is_no_longer_named_the_cause() -> None:
+    """sglang's learned-sink row load: the mask bound is not specialized, but recompiled with it
+    divisible the loads stay 32-bit, so the finding says the bound is not the cause."""
+    result = tier3("rows_divmod_index")
+    [blocked] = findings(result, "CG_VECTORIZATION_BLOCKED")
+    [no_effect] = findings(result, "CG_COUNTERFACTUAL_NO_EFFECT")
+    text = (KERNELS / "rows_divmod_index.py").read_text().splitlines()
+    line = next(i for i, t in enumerate(text, 1) if "lse = tl.load(" in t)
+    assert blocked.lines == no_effect.lines == (line,)
+    assert blocked.args["refuted"] == ["n_tokens"]
+    assert blocked.message.endswith("yet recompiled with `n_tokens` divisible by 16 it stays 32-bit, so that is not the cause")
+    assert not result.explains
+    # a counterfactual that confirms its blocker leaves the finding as it was
+    [confirmed] = [f for f in findings(tier3("vadd_unaligned"), "CG_VECTORIZATION_BLOCKED") if f.lines == (15,)]
+    assert "refuted" not in confirmed.args and "not the cause" not in confirmed.message
+
+
 def test_scalar_accesses_of_a_thin_layout_are_the_warps_and_fewer_warps_confirm_it() -> None:
     """flag_gems' rotary layout: every argument is divisible by 16, so no hint can help; the tile
     gives each thread one element. The explanation names the warps and points at LAUNCH_CONFIG,

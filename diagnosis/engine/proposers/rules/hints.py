@@ -101,8 +101,10 @@ def _some_case_gains(kernel: cu.Kernel, launch: cu.Launch, inp: RuleInput, args:
 
 def blocking_args(inp: RuleInput, kernel: cu.Kernel) -> list[str]:
     """The kernel's integer arguments that the findings name as blocking vectorization (as an
-    offset term or a mask bound)."""
+    offset term or a mask bound), but those a counterfactual recompile showed are not the cause
+    (`refuted`: made divisible, the access stayed as narrow)."""
     names: list[str] = []
+    refuted = refuted_args(inp, kernel)
     for f in inp.findings:
         if f.kernel and f.kernel != kernel.name:
             continue
@@ -110,9 +112,16 @@ def blocking_args(inp: RuleInput, kernel: cu.Kernel) -> list[str]:
             if not isinstance(b, dict) or b.get("role") not in ("offset", "mask"):
                 continue
             arg = b.get("arg")
-            if arg in kernel.params and arg not in kernel.constexprs and arg not in names:
+            if arg in kernel.params and arg not in kernel.constexprs and arg not in names and arg not in refuted:
                 names.append(arg)
     return names
+
+
+def refuted_args(inp: RuleInput, kernel: cu.Kernel) -> set[str]:
+    """The arguments a counterfactual recompile made divisible without widening the access."""
+    return {
+        a for f in inp.findings if not f.kernel or f.kernel == kernel.name for a in f.args.get("refuted", ()) or ()
+    }
 
 
 def _simple(node: cst.BaseExpression) -> bool:
@@ -132,7 +141,9 @@ def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, 
         return None
     launch = mine[0]
     d = _vector_elems(inp)
-    args = blocking_args(inp, kernel) or _blockers_from_cases(kernel, launch, inp, d)
+    args = blocking_args(inp, kernel) or [
+        a for a in _blockers_from_cases(kernel, launch, inp, d) if a not in refuted_args(inp, kernel)
+    ]
     bound = launch.bound(kernel)
     if not args or any(a not in bound or not _simple(bound[a]) for a in args):
         return None
