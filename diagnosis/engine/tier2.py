@@ -286,6 +286,38 @@ def _tile_accesses(kernel: CompiledKernel) -> list[_TileAccess]:
     return out
 
 
+_SLICE_OF = re.compile(r"tensor<[^#]*#ttg\.slice<\{dim = (\d+), parent = (#[\w]+)\}>>")
+
+
+def slice_access(kernel: CompiledKernel, line: int, op: str) -> dict[str, Any] | None:
+    """How a 1-D global access at source `line` is laid out when its tensor is a slice of a
+    blocked tile's layout (a row vector next to a 2-D tile: `rows` of `x[rows[:, None], cols]`):
+    each thread holds `per_thread` adjacent elements of it at a time, so no access is wider; with
+    the layout, the slice's dimension and `lanes`, the threads that hold the same element (a
+    warp's lanes across the dropped dimension). None for any other access."""
+    ttgir = kernel.stages.get("ttgir", "")
+    layouts = {m.group(1): m for m in _BLOCKED.finditer(ttgir)}
+    for mop in parse_mlir(ttgir).ops:
+        if mop.name != op or mop.line != line:
+            continue
+        found = _SLICE_OF.search(mop.attrs)
+        parent = layouts.get(found.group(2)) if found else None
+        if parent is None:
+            continue
+        dim = int(found.group(1))
+        per_thread, lanes, warps = (tuple(int(x) for x in parent.group(i).split(",")) for i in (2, 3, 4))
+        if dim >= len(per_thread):
+            continue
+        kept = [i for i in range(len(per_thread)) if i != dim]
+        return {
+            "layout": f"#ttg.slice<{{dim = {dim}, parent = {found.group(2)}}}>",
+            "dim": dim,
+            "per_thread": math.prod(per_thread[i] for i in kept),
+            "lanes": lanes[dim] * warps[dim],
+        }
+    return None
+
+
 def _replicated_tiles(kernel: CompiledKernel, tiles: list[_TileAccess], src_lines: list[str]) -> list[Finding]:
     """Global loads of a tile smaller than the threads its blocked layout spans: the layout
     wraps, several threads hold each element, the extra lanes only repeat the load. (Stores are

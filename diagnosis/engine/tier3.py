@@ -55,6 +55,7 @@ from diagnosis.engine.tier2 import (
     SCALAR_GLOBAL,
     SPILLS,
     kernel_findings,
+    slice_access,
 )
 
 VEC_BLOCKED = register_code(
@@ -440,7 +441,10 @@ def _explain_scalar(
         return _explain_thin(kernel, finding)
     # what explains the access without the blockers: the cause left if a counterfactual with
     # every blocker divisible still leaves it narrow (`_refuted`)
-    if pids:
+    sliced = slice_access(kernel, line, "tt.store" if a["what"] == "store" else "tt.load")
+    if sliced is not None and sliced["per_thread"] == 1:  # one element a thread at a time: scalar
+        otherwise = _sliced(sliced, a["what"])
+    elif pids:
         otherwise = "; ".join(_unscaled_pid(kernel, axis) for axis in pids)
     elif any(x["kind"] == "unknown" for x in accesses):
         otherwise = UNPROVABLE_INDEX
@@ -484,6 +488,18 @@ def _explain_scalar(
             )
         )
     return out, hyps
+
+
+def _sliced(sliced: dict[str, Any], what: str) -> str:
+    """Why an access laid out as a slice of a tile's layout, one element a thread at a time,
+    stays one element wide."""
+    why = (
+        f"its tensor is laid out as a slice of a 2-D tile's layout (`{sliced['layout']}`), which gives "
+        "each thread one element of it at a time"
+    )
+    if sliced["lanes"] > 1:
+        why += f", and {sliced['lanes']} threads hold each element, each issuing the same {what}"
+    return why
 
 
 def _explain_thin(kernel: CompiledKernel, finding: Finding) -> tuple[list[Finding], list[Counterfactual]]:

@@ -136,7 +136,16 @@ def test_a_blocker_its_counterfactual_refutes_is_no_longer_named_the_cause() -> 
     line = next(i for i, t in enumerate(text, 1) if "lse = tl.load(" in t)
     assert blocked.lines == no_effect.lines == (line,)
     assert blocked.args["refuted"] == ["n_tokens"]
-    assert blocked.message.endswith("yet recompiled with `n_tokens` divisible by 16 it stays 32-bit, so that is not the cause")
+    assert "; yet recompiled with `n_tokens` divisible by 16 it stays 32-bit, so that is not the cause: " in (
+        blocked.message
+    )
+    # ... and gives the cause the TTGIR shows: the row vector takes a slice of the 2-D tile's
+    # layout, one element a thread, the same element on a warp's 32 lanes
+    assert blocked.message.endswith(
+        "its tensor is laid out as a slice of a 2-D tile's layout (`#ttg.slice<{dim = 1, parent = #blocked}>`), "
+        "which gives each thread one element of it at a time, and 32 threads hold each element, each issuing "
+        "the same load"
+    )
     assert not result.explains
     # a counterfactual that confirms its blocker leaves the finding as it was
     [confirmed] = [f for f in findings(tier3("vadd_unaligned"), "CG_VECTORIZATION_BLOCKED") if f.lines == (15,)]
