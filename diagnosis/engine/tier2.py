@@ -293,8 +293,8 @@ def slice_access(kernel: CompiledKernel, line: int, op: str) -> dict[str, Any] |
     """How a 1-D global access at source `line` is laid out when its tensor is a slice of a
     blocked tile's layout (a row vector next to a 2-D tile: `rows` of `x[rows[:, None], cols]`):
     each thread holds `per_thread` adjacent elements of it at a time, so no access is wider; with
-    the layout, the slice's dimension and `lanes`, the threads that hold the same element (a
-    warp's lanes across the dropped dimension). None for any other access."""
+    the layout, the tile's rank and `lanes`, the threads that hold the same element (a warp's
+    lanes across the dropped dimension). None for any other access."""
     ttgir = kernel.stages.get("ttgir", "")
     layouts = {m.group(1): m for m in _BLOCKED.finditer(ttgir)}
     for mop in parse_mlir(ttgir).ops:
@@ -311,7 +311,7 @@ def slice_access(kernel: CompiledKernel, line: int, op: str) -> dict[str, Any] |
         kept = [i for i in range(len(per_thread)) if i != dim]
         return {
             "layout": f"#ttg.slice<{{dim = {dim}, parent = {found.group(2)}}}>",
-            "dim": dim,
+            "rank": len(per_thread),  # of the tile it is a slice of
             "per_thread": math.prod(per_thread[i] for i in kept),
             "lanes": lanes[dim] * warps[dim],
         }

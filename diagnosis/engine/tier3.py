@@ -494,7 +494,7 @@ def _sliced(sliced: dict[str, Any], what: str) -> str:
     """Why an access laid out as a slice of a tile's layout, one element a thread at a time,
     stays one element wide."""
     why = (
-        f"its tensor is laid out as a slice of a 2-D tile's layout (`{sliced['layout']}`), which gives "
+        f"its tensor is laid out as a slice of a {sliced['rank']}-D tile's layout (`{sliced['layout']}`), which gives "
         "each thread one element of it at a time"
     )
     if sliced["lanes"] > 1:
