@@ -141,9 +141,8 @@ def _aligned_plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, 
         return None
     launch = mine[0]
     d = _vector_elems(inp)
-    args = blocking_args(inp, kernel) or [
-        a for a in _blockers_from_cases(kernel, launch, inp, d) if a not in refuted_args(inp, kernel)
-    ]
+    refuted = refuted_args(inp, kernel)
+    args = blocking_args(inp, kernel) or [a for a in _blockers_from_cases(kernel, launch, inp, d) if a not in refuted]
     bound = launch.bound(kernel)
     if not args or any(a not in bound or not _simple(bound[a]) for a in args):
         return None

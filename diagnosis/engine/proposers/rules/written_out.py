@@ -58,15 +58,16 @@ def written_out(
     rank), where any can be (of `kernels` and their launches only, where given); None where
     none can."""
     out = source
-    steps = (_jit_calls, _launch_dicts, lambda tree, kernels: _launch_stars(tree, kernels, cases))
-    for step in steps:
+    for step in (_jit_calls, _launch_dicts, _launch_stars):
         tree = cu.parse(out)
-        written = step(tree, kernels) if tree is not None else None
+        written = step(tree, kernels, cases) if tree is not None else None
         out = written if written is not None else out
     return out if out != source else None
 
 
-def _jit_calls(tree: cst.Module, kernels: Collection[str] | None) -> str | None:
+def _jit_calls(
+    tree: cst.Module, kernels: Collection[str] | None, cases: Sequence[CaseShape] = ()
+) -> str | None:
     """The module with each kernel the model reads from `f = triton.jit(f)` statements
     decorated instead; None where it has none."""
     edits: list[tuple[cst.CSTNode, object]] = []
@@ -86,7 +87,9 @@ def _jit_calls(tree: cst.Module, kernels: Collection[str] | None) -> str | None:
     return cu.emit(cu.replace(tree, edits), tree) if edits else None
 
 
-def _launch_dicts(tree: cst.Module, kernels: Collection[str] | None) -> str | None:
+def _launch_dicts(
+    tree: cst.Module, kernels: Collection[str] | None, cases: Sequence[CaseShape] = ()
+) -> str | None:
     """The module with each launch's `**d` that can be written out so; None where there is none."""
     pure = cu.PureCalls(tree)
     edits: list[tuple[cst.CSTNode, object]] = []
