@@ -255,6 +255,20 @@ def _styles() -> list:
             "    add_kernel[grid](x, y, output, flat.shape[0], n_elements_key=n_elements)\n",
             id="sizes-unpacked-into-the-launch",
         ),
+        # sglang's programmatic dependent launch: a switch of the kernel and a launch option in a
+        # dict that is empty where the GPU lacks it; the dict stays
+        pytest.param(
+            add.replace("BLOCK_SIZE: tl.constexpr):", "BLOCK_SIZE: tl.constexpr, USE_GDC: tl.constexpr = False):")
+            .replace("    pid = tl.program_id(axis=0)\n", "    pid = tl.program_id(axis=0)\n    if USE_GDC:\n"
+                     "        tl.extra.cuda.gdc_wait()\n")
+            .replace(
+                "    add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)\n",
+                '    pdl = {"USE_GDC": True, "launch_pdl": True} if torch.cuda.is_available() else {}\n'
+                "    add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=64, **pdl)\n",
+            ),
+            "    add_kernel[grid](x, y, output, n_elements, **pdl)\n",
+            id="pdl-switch-and-option-in-a-dict",
+        ),
     ]
 
 

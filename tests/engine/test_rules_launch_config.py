@@ -1084,6 +1084,27 @@ LIGER_KERNEL_ARGS = (
     .replace("        num_warps=num_warps,\n    )", "        num_warps=num_warps,\n        **kernel_args,  # XPU-specific\n    )")
 )
 
+# sglang: programmatic dependent launch where the GPU has it, a switch of the kernel and a
+# launch option in a dict that is empty elsewhere
+SOFTMAX_PDL = (
+    st.source("softmax_liger.py")
+    .replace("BLOCK_SIZE: tl.constexpr):\n", "BLOCK_SIZE: tl.constexpr, USE_GDC: tl.constexpr = False):\n")
+    .replace("    row_id = tl.program_id(0)\n", "    row_id = tl.program_id(0)\n    if USE_GDC:\n        tl.extra.cuda.gdc_wait()\n")
+    .replace(
+        "\n\ndef _softmax_forward(x):\n",
+        "\n\ndef is_arch_support_pdl():\n"
+        "    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9\n\n\n"
+        "def _softmax_forward(x):\n",
+    )
+    .replace("    y2d = torch.empty_like(x2d)\n",
+             '    y2d = torch.empty_like(x2d)\n    pdl_kwargs = {"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}\n')
+    .replace("        num_warps=num_warps,\n    )", "        num_warps=num_warps,\n        **pdl_kwargs,\n    )")
+)
+# ... or written in the launch itself
+SOFTMAX_PDL_INLINE = SOFTMAX_PDL.replace(
+    '    pdl_kwargs = {"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}\n', ""
+).replace("        **pdl_kwargs,\n", '        **({"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}),\n')
+
 # liger's selective log-softmax passes its block and launch options in a local dict
 SOFTMAX_DICT = st.source("softmax_liger.py").replace(
     "    y2d = torch.empty_like(x2d)\n",
@@ -1205,6 +1226,14 @@ STYLES = [
             "_unused_kernel = triton.jit(_unused_kernel)\n"],
            ["_softmax_single_block_forward_kernel = triton.jit(", "num_warps=num_warps"],
            id="unsloth-wrapper-divmod-annotations-triton-alias"),
+    # sglang's `**pdl_kwargs`: a switch and a launch option the rule does not tune; they stay
+    st.row(SOFTMAX_PDL, "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)", "        **pdl_kwargs,\n        n_rows=n_rows,\n    )"],
+           ["num_warps=num_warps"], id="pdl-kwargs-dict-with-a-switch"),
+    st.row(SOFTMAX_PDL_INLINE, "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)",
+            '        **({"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}),\n        n_rows=n_rows,\n'],
+           ["num_warps=num_warps"], id="pdl-kwargs-literal-in-the-launch"),
     # ... and one that passes them, written out as keywords first: the dict goes
     st.row(SOFTMAX_DICT, "softmax_liger.py",
            ["triton.Config({}, num_warps=16)",
@@ -1217,6 +1246,12 @@ STYLE_REFUSALS = [
     # the dict passes the block itself: the rule cannot take it out of the launch
     st.row(LIGER_KERNEL_ARGS.replace('kernel_args = {}', 'kernel_args = {"BLOCK_SIZE": BLOCK_SIZE}')
            .replace("        BLOCK_SIZE=BLOCK_SIZE,\n", ""), "softmax_liger.py", id="kernel-args-dict-passes-the-block"),
+    # the dict may pass the warps the rule takes over ...
+    st.row(SOFTMAX_PDL.replace('{"USE_GDC": True, "launch_pdl": True}', '{"USE_GDC": True, "num_stages": 3}'),
+           "softmax_liger.py", id="pdl-kwargs-dict-passes-an-option"),
+    # ... or a constexpr the kernel computes with, not only tests
+    st.row(SOFTMAX_PDL.replace("    y = e / d\n", "    y = e / d * (1 + USE_GDC)\n"), "softmax_liger.py",
+           id="pdl-kwargs-dict-passes-a-constexpr-read-as-a-value"),
     # a dict a helper reads (not only fills) may hold anything
     st.row(LIGER_KERNEL_ARGS.replace('    kernel_args["grf_mode"] = "256"\n',
                                      '    kernel_args["grf_mode"] = "256"\n    print(kernel_args)\n'),

@@ -881,8 +881,15 @@ KERNEL_ARGS = (
                      id="passed-on-by-its-helper"),
         pytest.param(("kw = {}", 'kw = {"launch_pdl": True} if n > 1 else {}'), {"grf_mode", "launch_pdl"}, False,
                      id="either-of-two-literals"),
-        pytest.param(("kw = {}", 'kw = {"launch_pdl": True} if n > 1 else dict(n=1)'), None, True,
+        pytest.param(("kw = {}", 'kw = {"launch_pdl": True} if n > 1 else dict(n=1)'), {"grf_mode", "launch_pdl", "n"},
+                     True, id="a-literal-or-a-dict-call"),
+        pytest.param(("kw = {}", 'kw = {"launch_pdl": True} if n > 1 else make(n)'), None, True,
                      id="a-literal-or-a-call"),
+        pytest.param(("kw = {}", "kw = dict(opts)"), None, True, id="a-dict-of-another"),
+        # sglang writes the conditional in the launch itself
+        pytest.param(("**kw)", '**({"launch_pdl": True} if n > 1 else {}))'), {"launch_pdl"}, False,
+                     id="a-conditional-literal-in-the-launch"),
+        pytest.param(("**kw)", '**dict(num_warps=8))'), {"num_warps"}, True, id="a-dict-call-in-the-launch"),
         pytest.param(("**kw)", "*kw)"), None, True, id="star-args"),
         pytest.param(("def run(x, y, n):\n    kw = {}",
                      "def run(x, y, n, kw):\n    pass"), None, True, id="a-parameter"),
@@ -1068,3 +1075,4 @@ def test_children_are_libcsts_children_in_source_order() -> None:
             count += 1
             stack.extend(expected)
     assert count > 50_000 and len(seen) > 80, (count, len(seen))
+

@@ -61,26 +61,37 @@ class Launch:
     @property
     def hides_args(self) -> bool:
         """Whether `*args` or `**kwargs` may pass something a reader of this launch must know:
-        false only for `**d` of local dicts whose keys are all read (`dict_keys`) and none of
-        which is a parameter of the kernel or a launch option (liger's `**kernel_args`, which
-        only an XPU branch fills, with `grf_mode`). A rule that only edits keywords may then
-        leave the `**d` where it is."""
+        false only for `**d` whose keys are all read (`star_keys`) and none of which is a
+        parameter of the kernel or a launch option (liger's `**kernel_args`, which only an XPU
+        branch fills, with `grf_mode`). A rule that only edits keywords may then leave the `**d`
+        where it is; one that knows which names matter to it asks `may_pass`."""
+        if not self.has_star_args:
+            return False
+        kernel = self.model.kernels.get(self.kernel) if self.model is not None else None
+        return kernel is None or self.may_pass(set(kernel.params) | LAUNCH_OPTIONS)
+
+    def may_pass(self, names: set[str] | frozenset[str]) -> bool:
+        """Whether this launch's `*args` or `**d` may pass any of `names`: true for a `*args`
+        and for a dict whose keys are not all read."""
         if not self.has_star_args:
             return False
         keys = self.star_keys
-        kernel = self.model.kernels.get(self.kernel) if self.model is not None else None
-        return keys is None or kernel is None or bool(keys & (set(kernel.params) | LAUNCH_OPTIONS))
+        return keys is None or bool(keys & names)
 
     @property
     def star_keys(self) -> frozenset[str] | None:
         """The keywords this launch's `**d` arguments may pass; None for a `*args` or a dict
-        whose keys are not all read."""
+        whose keys are not all read. `d` is a local dict (`dict_keys`) or a literal written in
+        the launch (sglang's `**({"launch_pdl": True} if use_pdl else {})`)."""
         keys: set[str] = set()
         for a in self.call.args:
-            if a.star == "*" or (a.star == "**" and not isinstance(a.value, cst.Name)):
+            if a.star == "*":
                 return None
             if a.star == "**":
-                found = dict_keys(self.function, a.value.value, self.model.tree if self.model else None)
+                if isinstance(a.value, cst.Name):
+                    found = dict_keys(self.function, a.value.value, self.model.tree if self.model else None)
+                else:
+                    found = _literal_keys(a.value)
                 if found is None:
                     return None
                 keys |= found
@@ -166,11 +177,15 @@ def dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None) -
 
 
 def _literal_keys(node: cst.BaseExpression) -> set[str] | None:
-    """The keys of a dict literal of string keys, or of either literal a conditional chooses
-    (sglang's `pdl_kwargs = {"launch_pdl": True} if use_pdl else {}`)."""
+    """The keys of a dict literal of string keys, of `dict(K=v, ...)`, or of either of those a
+    conditional chooses (sglang's `pdl_kwargs = {"launch_pdl": True} if use_pdl else {}`)."""
     if isinstance(node, cst.IfExp):
         body, orelse = _literal_keys(node.body), _literal_keys(node.orelse)
         return None if body is None or orelse is None else body | orelse
+    if isinstance(node, cst.Call) and read.literal(node.func) == "dict":
+        if any(a.keyword is None for a in node.args):
+            return None  # dict(other), dict(**other): keys from elsewhere
+        return {a.keyword.value for a in node.args}
     if not isinstance(node, cst.Dict):
         return None
     keys = [read.string_literal(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -305,6 +306,21 @@ def _read_back(kernel: cu.Kernel, launch: cu.Launch, loads: set[str], stores: se
 def _arange_sizes(kernel: cu.Kernel) -> set[str]:
     """The sizes of the kernel's `tl.arange` blocks, as written."""
     return _arange_sizes_in(kernel.calls("tl.arange"), kernel)
+
+
+def _switches(kernel: cu.Kernel) -> set[str]:
+    """Constexprs the kernel reads only as the whole test of an `if` (`if USE_GDC:`, `if not
+    HAS_BIAS:`), or not at all: they choose code, and size nothing the rule tunes or keys on."""
+    tests: Counter[str] = Counter()
+    for n in cu.walk(kernel.node.body):
+        if isinstance(n, cst.If):
+            test = n.test
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test = test.expression
+            if isinstance(test, cst.Name):
+                tests[test.value] += 1
+    uses = Counter(n.value for n in cu.walk(kernel.node.body) if isinstance(n, cst.Name))
+    return {p for p in kernel.constexprs if uses[p] == tests[p]}
 
 
 def _closure_nodes(node: cst.CSTNode, bindings: cu.Bindings) -> Iterator[cst.CSTNode]:
@@ -785,9 +801,13 @@ def _plan(
     # Heuristics the source does not spell out (`@triton.heuristics(get_config("bmm"))`) may
     # supply any constexpr the launch does not pass; the tuned ones are all passed at the launch
     # (_literal_bindings), and the autotuner goes above the heuristics, which then read its choice.
-    if kernel.autotuned or len(mine) != 1 or mine[0].hides_args:
+    if kernel.autotuned or len(mine) != 1:
         return None
     launch = mine[0]
+    # a `**d` may pass switches and launch metadata (sglang's `USE_GDC` and `launch_pdl`), not a
+    # block, a size or an option the autotuner takes over
+    if launch.may_pass((set(kernel.params) - _switches(kernel)) | set(LAUNCH_OPTIONS)):
+        return None
     if kernel.atomics:
         return None  # the autotuner re-runs the kernel: atomics would accumulate
     loads, stores = cu.memory_params(kernel)
