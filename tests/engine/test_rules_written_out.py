@@ -194,13 +194,21 @@ def test_unpacked_strides_become_one_argument_a_dimension() -> None:
         "            *out.stride(),\n            BLOCK=1024,\n        )",
     )
     assert written_out(per_line, cases=ROWS) == per_line.replace(
-        "            *x.stride(),\n            *out.stride(),\n",
-        "            x.stride(0),\n            x.stride(1),\n            out.stride(0),\n            out.stride(1),\n",
+        "            *x.shape[1:],\n            *x.stride(),\n            *out.stride(),\n",
+        "            x.shape[1],\n            x.stride(0),\n            x.stride(1),\n            out.stride(0),\n"
+        "            out.stride(1),\n",
     )
     sizes = STRIDES.replace("*x.stride(), *out.stride()", "*x.shape, *out.size()")
     assert (
         "(x, out, x.shape[1], x.shape[0], x.shape[1], out.size(0), out.size(1), BLOCK=1024)"
         in written_out(sizes, cases=ROWS)
+    )
+    # sglang's `*q.stride()[:3]` and `*image.stride()[-3:]`: the dimensions a literal slice keeps
+    sliced = STRIDES.replace(
+        "*x.stride(), *out.stride()", "*x.stride()[:1], *x.stride()[1:], *out.stride()[-2:]"
+    )
+    assert written_out(sliced, cases=ROWS) == STRIDES.replace(
+        "*x.stride(), *out.stride()", "x.stride(0), x.stride(1), out.stride(0), out.stride(1)"
     )
 
 
@@ -213,6 +221,10 @@ def test_unpacked_strides_become_one_argument_a_dimension() -> None:
             "*out.stride()", "out.stride(0), out.stride(1)"), ROWS, id="not-a-name"),
         pytest.param(STRIDES.replace("*x.stride(), *out.stride()", "*STRIDES, *out.stride()").replace(
             "*out.stride()", "out.stride(0), out.stride(1)"), ROWS, id="not-a-tensors-strides"),
+        pytest.param(STRIDES.replace("*x.stride(), *out.stride()", "*x.stride()[::1], *out.stride()[:2]").replace(
+            "*out.stride()[:2]", "out.stride(0), out.stride(1)"), ROWS, id="a-slice-with-a-step"),
+        pytest.param(STRIDES.replace("*x.stride(), *out.stride()", "*x.stride()[:n], *out.stride()[:2]").replace(
+            "*out.stride()[:2]", "out.stride(0), out.stride(1)"), ROWS, id="a-slice-bound-not-a-literal"),
     ],
 )  # fmt: skip
 def test_unpacked_arguments_whose_count_the_cases_do_not_tell_stay(source: str, cases: tuple) -> None:

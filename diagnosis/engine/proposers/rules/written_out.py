@@ -141,8 +141,14 @@ def _launch_stars(
 
 def _unpacked(arg: cst.Arg, envs: Sequence) -> list[cst.BaseExpression] | None:
     """`x.stride(0), x.stride(1)` for `*x.stride()` (`x.shape[i]` for `*x.shape`, `x.size(i)` for
-    `*x.size()`) where `x`, a name, is a tensor of one rank on every case; None otherwise."""
-    value = arg.value
+    `*x.size()`, the dimensions a literal slice keeps for `*x.stride()[:3]` or `*x.shape[-2:]`)
+    where `x`, a name, is a tensor of one rank on every case; None otherwise."""
+    value, kept = arg.value, slice(None)
+    if isinstance(value, cst.Subscript):
+        kept = _literal_slice(value)
+        if kept is None:
+            return None
+        value = value.value
     if isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute):
         method, tensor = value.func.attr.value, value.func.value
         if method not in ("stride", "size"):
@@ -156,10 +162,35 @@ def _unpacked(arg: cst.Arg, envs: Sequence) -> list[cst.BaseExpression] | None:
     ranks = {len(t.shape) if isinstance(t := ev(tensor), TensorValue) else None for ev in envs}
     if len(ranks) != 1 or not isinstance(rank := ranks.pop(), int) or rank < 1:
         return None
+    dims = range(rank)[kept]
+    if not dims:
+        return None
     name = tensor.value
     if method == "shape":
-        return [cu.expr(f"{name}.shape[{i}]") for i in range(rank)]
-    return [cu.expr(f"{name}.{method}({i})") for i in range(rank)]
+        return [cu.expr(f"{name}.shape[{i}]") for i in dims]
+    return [cu.expr(f"{name}.{method}({i})") for i in dims]
+
+
+def _literal_slice(node: cst.Subscript) -> slice | None:
+    """`slice(None, 3)` for `[:3]`, `slice(-2, None)` for `[-2:]`: one slice of integer literals
+    and no step; None for anything else."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Slice):
+        return None
+    part = node.slice[0].slice
+    if part.step is not None:
+        return None
+    bounds = []
+    for bound in (part.lower, part.upper):
+        if bound is None:
+            bounds.append(None)
+            continue
+        sign = 1
+        if isinstance(bound, cst.UnaryOperation) and isinstance(bound.operator, cst.Minus):
+            sign, bound = -1, bound.expression
+        if not isinstance(bound, cst.Integer):
+            return None
+        bounds.append(sign * int(bound.value))
+    return slice(*bounds)
 
 
 def _plan(
