@@ -813,6 +813,24 @@ def test_the_parents_warps_computed_case_by_case_stay_in_the_space(widths: tuple
     assert tuple(warps[: len(own)]) == own
     assert set(warps) == set(own) | {2, 4, 8, 16}
 
+# sglang's q/k norm: one helper, called for q and again for k, each launch with its own warps
+SOFTMAX_TWICE = st.source("softmax_liger.py").replace(
+    "class ModelNew(nn.Module):\n    def forward(self, x):\n        return LigerSoftmaxFunction.apply(x)\n",
+    "class ModelNew(nn.Module):\n    def forward(self, q, k):\n        return _softmax_forward(q), _softmax_forward(k)\n",
+)
+
+
+def test_the_parents_warps_on_every_call_path_stay_in_the_space() -> None:
+    cases = tuple(
+        CaseShape(i, ((64, q), (64, k)), ("float32", "float32")) for i, (q, k) in enumerate([(1000, 40000), (3000, 5000)])
+    )
+    rw = apply_family(Family.LAUNCH_CONFIG, SOFTMAX_TWICE, h.rule_input(cases))
+    assert rw is not None
+    warps = [int(w) for w in re.findall(r"num_warps=(\d+)", rw.source)]
+    # q's rows on 4 and 8 warps, k's on 32 and 16: all four are the parent's own
+    assert warps[:4] == [4, 8, 16, 32]
+
+
 H200 = sol.lookup("NVIDIA H200").spec
 
 

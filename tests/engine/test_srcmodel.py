@@ -1076,3 +1076,46 @@ def test_children_are_libcsts_children_in_source_order() -> None:
             stack.extend(expected)
     assert count > 50_000 and len(seen) > 80, (count, len(seen))
 
+
+TWICE = src(
+    """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def k(x, y, n, BLOCK: tl.constexpr):
+        pass
+
+
+    def norm(x):
+        y = x.new_empty(x.shape)
+        k[(1,)](x, y, x.shape[-1], BLOCK=256)
+        return y
+
+
+    def both(q, k_):
+        return norm(q), norm(k_)
+
+
+    class ModelNew:
+        def forward(self, q, k_):
+            if q.shape[0] > 1:
+                return both(q, k_)
+            return norm(q)
+    """
+)
+
+
+def test_every_call_path_to_a_launch_is_its_own() -> None:
+    m = model_of(TWICE)
+    (launch,) = m.launches
+    paths = m.calls.paths(launch.function)
+    # shortest first; each call site of norm is a path of its own
+    assert [[cu.code(step.call) for step in p] for p in paths] == [
+        ["norm(q)"], ["both(q, k_)", "norm(q)"], ["both(q, k_)", "norm(k_)"]
+    ]
+    assert [step.call for step in m.calls.path(launch.function)] == [step.call for step in paths[0]]
+    cases = [CaseShape(0, ((4, 100), (4, 300)), ("float32", "float32"))]
+    n = launch.bound(m.kernels["k"])["n"]
+    assert [[ev(n) for ev in envs] for envs in m.launch_envs_per_path(launch, cases)] == [[100], [100], [300]]

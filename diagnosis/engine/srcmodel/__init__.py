@@ -122,9 +122,19 @@ class SourceModel:
         return self._context
 
     def launch_envs(self, launch: Launch, cases: Sequence[CaseShape]) -> list[Evaluator]:
-        """Per case: an evaluator of the launch function's locals just before the launch."""
+        """Per case: an evaluator of the launch function's locals just before the launch, along
+        the first call path from `ModelNew.forward` that reaches it."""
+        return self._envs_along(launch, cases, self.calls.path(launch.function))
+
+    def launch_envs_per_path(self, launch: Launch, cases: Sequence[CaseShape]) -> list[list[Evaluator]]:
+        """`launch_envs` along each call path that reaches the launch (a helper that forward
+        calls for q and again for k launches with each one's values): one list per path, each
+        with one evaluator per case."""
+        paths = self.calls.paths(launch.function)
+        return [self._envs_along(launch, cases, path) for path in paths] or [self.launch_envs(launch, cases)]
+
+    def _envs_along(self, launch: Launch, cases: Sequence[CaseShape], path: list | None) -> list[Evaluator]:
         ctx = self.context()
-        path = self.calls.path(launch.function)
         out = []
         for case in cases:
             inputs = case_inputs(case)

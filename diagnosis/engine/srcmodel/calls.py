@@ -129,6 +129,32 @@ class CallGraph:
                 queue.append((callee.fn, path))
         return None
 
+    def paths(self, target: cst.FunctionDef, limit: int = 8) -> list[list[Step]]:
+        """Every call path from `ModelNew.forward` to `target`, each call site its own (a helper
+        called for q and again for k is two paths), shortest first, at most `limit`; [[]] when
+        `target` is the entry, [] when none is found. No path passes a function twice."""
+        start = self.entry()
+        if start is None:
+            return []
+        if start is target:
+            return [[]]
+        found: list[list[Step]] = []
+        queue: deque[tuple[cst.FunctionDef, list[Step]]] = deque([(start, [])])
+        while queue and len(found) < limit:
+            fn, steps = queue.popleft()
+            if len(steps) >= 8:
+                continue
+            on_path = {id(start), *(id(s.callee.fn) for s in steps)}
+            for call, callee in self.callees(fn):
+                if id(callee.fn) in on_path:
+                    continue
+                path = [*steps, Step(fn, call, callee)]
+                if callee.fn is target:
+                    found.append(path)
+                else:
+                    queue.append((callee.fn, path))
+        return found[:limit]
+
 
 def _defs(block: cst.CSTNode) -> list[cst.FunctionDef]:
     """Functions defined in a block, at any depth of its if/with/try blocks, not inside other

@@ -407,15 +407,17 @@ def _launch_int(launch: cu.Launch, name: str, bindings: cu.Bindings, consts: dic
 def _own_warps(launch: cu.Launch, bindings: cu.Bindings, consts: dict[str, int], inp: RuleInput) -> list[int]:
     """The warps the parent launches with: its constant, or, where the wrapper computes them
     (`BLOCK_SIZE, num_warps = calculate_settings(n)`: 32 for a row of 32768), each case's value
-    evaluated at the launch, so the autotuner, keyed by the sizes, can keep every case's own
-    choice. Triton's default four where the launch passes none or they cannot be told."""
+    evaluated at the launch along every call path that reaches it (a helper called for q and
+    again for k), so the autotuner, keyed by the sizes, can keep every launch's own choice.
+    Triton's default four where the launch passes none or they cannot be told."""
     fixed = _launch_int(launch, "num_warps", bindings, consts)
     if fixed is not None:
         return [fixed]
     arg = launch.keywords.get("num_warps")
     if arg is None or not inp.context.cases:
         return [4]
-    seen = [ev(arg.value) for ev in launch.model.launch_envs(launch, inp.context.cases)]
+    envs = launch.model.launch_envs_per_path(launch, inp.context.cases)
+    seen = [ev(arg.value) for path in envs for ev in path]
     if not all(isinstance(w, int) and not isinstance(w, bool) and _pow2(w) for w in seen):
         return [4]
     return sorted(set(seen))
