@@ -1119,3 +1119,40 @@ def test_every_call_path_to_a_launch_is_its_own() -> None:
     cases = [CaseShape(0, ((4, 100), (4, 300)), ("float32", "float32"))]
     n = launch.bound(m.kernels["k"])["n"]
     assert [[ev(n) for ev in envs] for envs in m.launch_envs_per_path(launch, cases)] == [[100], [100], [300]]
+
+
+@pytest.mark.parametrize(
+    ("alloc", "shape", "dtype"),
+    [
+        pytest.param("x.new_empty(n, 4, dtype=torch.float32)", (3, 4), "float32", id="new-empty-sizes-and-dtype"),
+        pytest.param("x.new_zeros((n, 2))", (3, 2), "bfloat16", id="new-zeros-a-tuple-the-tensors-dtype"),
+        pytest.param("x.new_full((n,), 0.5)", (3,), "bfloat16", id="new-full-its-fill-no-size"),
+        pytest.param("torch.empty(n, 8, dtype=torch.float16)", (3, 8), "float16", id="torch-empty-sizes"),
+        pytest.param("torch.full((n, 2), 7.0, dtype=torch.float32)", (3, 2), "float32", id="torch-full"),
+        pytest.param("torch.empty([], dtype=torch.float32)", (), "float32", id="a-0-d-tensor"),
+    ],
+)
+def test_allocations_give_their_shape_and_dtype(alloc: str, shape: tuple, dtype: str) -> None:
+    source = src(
+        f"""
+        import torch
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def k(x, y, BLOCK: tl.constexpr):
+            pass
+
+
+        class ModelNew:
+            def forward(self, x):
+                n = x.shape[0]
+                y = {alloc}
+                k[(1,)](x, y, BLOCK=16)
+                return y
+        """
+    )
+    m = model_of(source)
+    (ev,) = m.launch_envs(m.launches[0], [CaseShape(0, ((3, 5),), ("bfloat16",))])
+    assert ev(cst.Name("y")) == TensorValue(shape, dtype)

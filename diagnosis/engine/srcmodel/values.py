@@ -401,21 +401,32 @@ class Evaluator:
                 return v.shape[0]
             return len(v) if isinstance(v, tuple) else None
         if name in ("torch.empty", "torch.zeros", "torch.ones", "torch.full"):
-            shape = self._eval(args[0]) if args else None
-            if isinstance(shape, int):
-                shape = (shape,)
+            shape = self._shape(args[:1] if name == "torch.full" else args)
             dtype = self._dtype(read.arg(node, "dtype"))
-            return TensorValue(shape, dtype) if isinstance(shape, tuple) and dtype is not None else None
+            return TensorValue(shape, dtype) if shape is not None and dtype is not None else None
         if name in ("torch.empty_like", "torch.zeros_like", "torch.ones_like"):
             return self._eval(args[0]) if args else None
         if isinstance(node.func, cst.Attribute):
             base = self._eval(node.func.value)
-            if isinstance(base, TensorValue):
-                return self._method(base, node.func.attr.value, args)
-            return None
+            if not isinstance(base, TensorValue):
+                return None
+            method = node.func.attr.value
+            if method in ("new_empty", "new_zeros", "new_ones", "new_full"):  # fla: `x.new_empty(N, ND)`
+                shape = self._shape(args[:1] if method == "new_full" else args)
+                given = read.arg(node, "dtype")
+                dtype = base.dtype if given is None else self._dtype(given)
+                return TensorValue(shape, dtype) if shape is not None and dtype is not None else None
+            return self._method(base, method, args)
         if isinstance(node.func, cst.Name) and node.func.value in self.ctx.functions:
             return self._helper(self.ctx.functions[node.func.value], node)
         return None
+
+    def _shape(self, args: list[cst.BaseExpression]) -> tuple[int, ...] | None:
+        """The size an allocation is given: one int, one tuple, or the ints of `*size`."""
+        vals = [self._eval(a) for a in args]
+        if len(vals) == 1 and isinstance(vals[0], tuple):
+            return vals[0] if _ints(*vals[0]) else None  # `torch.empty([])`: a 0-d tensor
+        return tuple(vals) if vals and _ints(*vals) else None
 
     def _helper(self, fn: cst.FunctionDef, call: cst.Call) -> Any:
         if self.depth >= MAX_DEPTH:
