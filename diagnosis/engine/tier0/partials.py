@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 from diagnosis.engine.escalation import modest_gain
 from diagnosis.engine.evidence import Family, Finding, Severity, Tier, register_code
+from diagnosis.engine.srcmodel.finishes import torch_finishes
 from diagnosis.engine.tier0.registry import rule
 from diagnosis.engine.tier0.source import KernelContext, LaunchSite, ModuleContext, call_arg
 
@@ -43,6 +44,17 @@ RELOADED = register_code(
     "{load}): each element is written and read once more than the result needs; a single pass over a row "
     "held in a block keeps it in registers (about {bound}x fewer memory accesses, gain halved)",
     "Intermediate stored and reloaded",
+)
+
+
+TORCH_FINISH = register_code(
+    "T0-TORCH-FINISH",
+    Tier.TRIAGE,
+    Family.FUSION,
+    "{function} finishes {tensor}, which {kernel} writes, with torch's {op} over axis {dim}: where that axis "
+    "holds one element (one block covered the row) the reduction returns its input, yet every call still "
+    "runs torch's kernels for it; reading the partials directly there leaves the one launch",
+    "Partials finished by torch",
 )
 
 
@@ -180,3 +192,23 @@ def intermediate_reloaded(ctx: KernelContext) -> Iterator[Finding]:
                 family_override=Family.SINGLE_PASS if passes else None,
             )
             return
+
+
+@rule(TORCH_FINISH.code, scope="module")
+def torch_finish(module: ModuleContext) -> Iterator[Finding]:
+    if module.model is None:
+        return
+    for finish in torch_finishes(module.model):
+        yield Finding(
+            TORCH_FINISH.code,
+            Severity.MEDIUM,
+            {
+                "function": finish.launch.qualname,
+                "tensor": finish.tensor,
+                "kernel": finish.launch.kernel,
+                "op": finish.op,
+                "dim": finish.dim,
+            },
+            lines=(module.model.position(finish.call)[0], module.model.position(finish.launch.call)[0]),
+            kernel=finish.launch.kernel,
+        )
