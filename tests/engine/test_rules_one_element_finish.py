@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from diagnosis.engine.evidence import Family
-from diagnosis.engine.proposers.rules import apply_family
+from diagnosis.engine.proposers.rules import RuleInput, apply_family
 from tests.engine import tier0
 from tests.engine.rules_cases import harness as h
 
@@ -17,24 +17,28 @@ CASE = h.HERE / "partial_lse.py"
 BEFORE = CASE.read_text()
 FINISH = "    return partials.logsumexp(-1)\n"
 CASES = h.cases_of(CASE)  # rows of 1024, 2048 and 512 fit one block; of 8192 and 5000, not
+CASES_IN = h.rule_input(CASES)
 
 
 def _variant(*pairs: tuple[str, str]) -> str:
     return h.variant(BEFORE, *pairs)
 
 
-ROWS = [
+# (module, the line the rewrite writes, the rule's input)
+FIX = [
     pytest.param(BEFORE, "    return partials.squeeze(-1) if partials.shape[-1] == 1 else partials.logsumexp(-1)\n",
-                 id="method-on-the-partials"),
+                 CASES_IN, id="method-on-the-partials"),
     # fla's logsumexp_fwd: the finish rebinds the partials' name and is reshaped after
     pytest.param(
         _variant((FINISH, "    partials = partials.logsumexp(-1).view(n_rows)\n    return partials\n")),
         "    partials = (partials.squeeze(-1) if partials.shape[-1] == 1 else partials.logsumexp(-1)).view(n_rows)\n",
+        CASES_IN,
         id="rebound-and-reshaped",
     ),
     pytest.param(
         _variant((FINISH, "    return torch.logsumexp(partials, dim=1)\n")),
         "    return partials.squeeze(1) if partials.shape[1] == 1 else torch.logsumexp(partials, dim=1)\n",
+        CASES_IN,
         id="torch-function-dim-keyword",
     ),
     # a sum of per-block sums, the partials allocated by torch with their dtype
@@ -48,14 +52,15 @@ ROWS = [
             (FINISH, "    return partials.sum(1, keepdim=False)\n"),
         ),
         "    return partials.squeeze(1) if partials.shape[1] == 1 else partials.sum(1, keepdim=False)\n",
+        CASES_IN,
         id="sum-over-torch-empty",
     ),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("before", "expected"), ROWS)
-def test_the_partials_are_read_directly_where_the_axis_holds_one_element(before: str, expected: str) -> None:
-    rw = apply_family(Family.FUSION, before, h.rule_input(CASES))
+@pytest.mark.parametrize(("before", "expected", "inp"), FIX)
+def test_a_one_element_finish_reads_the_partials(before: str, expected: str, inp: RuleInput) -> None:
+    rw = apply_family(Family.FUSION, before, inp)
     assert rw is not None and rw.transform == "skip_one_element_finish"
     assert expected in rw.source
     # nothing else changed: one line out, its replacement in
@@ -65,15 +70,15 @@ def test_the_partials_are_read_directly_where_the_axis_holds_one_element(before:
 
 def test_the_rewrites_are_correct_on_every_case_under_the_interpreter(tmp_path: Path) -> None:
     paths = []
-    for i, row in enumerate(ROWS):
-        before, _ = row.values
-        rw = apply_family(Family.FUSION, before, h.rule_input(CASES))
+    for i, row in enumerate(FIX):
+        before, _, inp = row.values
+        rw = apply_family(Family.FUSION, before, inp)
         for tag, text in (("before", before), ("after", rw.source)):
             paths.append(tmp_path / f"finish_{i}_{tag}.py")
             paths[-1].write_text(text)
     results = h.interp_check(paths)
     failed = {p: r["message"] for p, r in results.items() if not r["ok"]}
-    assert len(results) == 2 * len(ROWS) and not failed, failed
+    assert len(results) == 2 * len(FIX) and not failed, failed
 
 
 REFUSALS = [

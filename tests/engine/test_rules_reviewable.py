@@ -42,6 +42,7 @@ TABLES = (
     ("test_rules_tile_strided", Family.COALESCE, ("FIX", "SPLIT_FIX", "STYLES")),
     ("test_rules_pairs", Family.COALESCE, ("FIX", "STYLES")),
     ("test_rules_full_blocks", Family.MASKING, ("FIX", "STYLES")),
+    ("test_rules_one_element_finish", Family.FUSION, ("FIX",)),
 )
 
 
