@@ -831,6 +831,41 @@ def test_the_parents_warps_on_every_call_path_stay_in_the_space() -> None:
     assert warps[:4] == [4, 8, 16, 32]
 
 
+# sglang's KV-buffer writes skip the rows whose location equals a reserved index: a marker in
+# the data, compared with loaded values, not a size
+SENTINEL_KERNEL = """@triton.jit
+def put_rows(out_ptr, x_ptr, loc_ptr, skip, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    loc = tl.load(loc_ptr + row)
+    cols = tl.arange(0, BLOCK)
+    keep = (cols < n_cols) & (loc != skip)
+    tl.store(out_ptr + loc * n_cols + cols, tl.load(x_ptr + row * n_cols + cols, mask=keep), mask=keep)
+
+
+"""
+
+
+@pytest.mark.parametrize(
+    ("compare", "key"),
+    [
+        pytest.param("loc != skip", '["n_cols", "n"]', id="a-marker-compared-with-a-loaded-value"),
+        # the same name compared with a row index is a size
+        pytest.param("row != skip", '["skip", "n_cols", "n"]', id="compared-with-the-program-index"),
+    ],
+)
+def test_a_sentinel_compared_with_loaded_values_is_no_key(compare: str, key: str) -> None:
+    source = HEADER + SENTINEL_KERNEL.replace("loc != skip", compare) + wrapper(
+        "n, n_cols = x.shape\n"
+        "out = torch.zeros(2 * n, n_cols, device=x.device, dtype=x.dtype)\n"
+        "loc = torch.arange(n, device=x.device) * 2\n"
+        "put_rows[(n,)](out, x, loc, 0, n_cols, BLOCK=1024)\n"
+        "return out\n"
+    )
+    cases = tuple(CaseShape(i, ((m, 1000),), ("float32",)) for i, m in enumerate((64, 300)))
+    rw = apply_family(Family.LAUNCH_CONFIG, source, h.rule_input(cases))
+    assert rw is not None and f"key={key}" in rw.source
+
+
 H200 = sol.lookup("NVIDIA H200").spec
 
 

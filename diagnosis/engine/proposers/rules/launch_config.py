@@ -525,12 +525,14 @@ def _itemsize(dtype: str) -> int:
 
 
 def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> list[str]:
-    """The size arguments: runtime ints that are not pointers, strides or float scalars."""
+    """The size arguments: runtime ints that are not pointers, strides, float scalars or
+    sentinels compared with loaded values."""
     bound = launch.bound(kernel)
     loads, stores = cu.memory_params(kernel)
+    sentinels = _sentinels(kernel)
     key = []
     for p in kernel.params:
-        if p in kernel.constexprs or p not in bound or p in loads | stores:
+        if p in kernel.constexprs or p not in bound or p in loads | stores or p in sentinels:
             continue
         low = p.lower()
         if low.endswith("ptr") or "stride" in low or SCALAR_NAME.search(low):
@@ -546,6 +548,27 @@ def _key(kernel: cu.Kernel, launch: cu.Launch, values: list[dict[str, Any]]) -> 
             continue
         key.append(p)
     return key
+
+
+def _sentinels(kernel: cu.Kernel) -> set[str]:
+    """Runtime parameters the kernel reads only in `==` or `!=` against a value it loaded
+    (sglang's `loc != reserved_skip_index`): a marker in the data, not a size of the problem,
+    so no autotune key."""
+    bindings = cu.Bindings(kernel.node)
+    compared: Counter[str] = Counter()
+    for n in cu.walk(kernel.node.body):
+        if not isinstance(n, cst.Comparison) or len(n.comparisons) != 1:
+            continue
+        if not isinstance(n.comparisons[0].operator, cst.Equal | cst.NotEqual):
+            continue
+        sides = (n.left, n.comparisons[0].comparator)
+        for this, other in (sides, sides[::-1]):
+            reads = (m for part in cu.closure(other, bindings, set()) for m in cu.walk(part))
+            loaded = any(cu.is_call(m, "tl.load", names=kernel.names) for m in reads)
+            if isinstance(this, cst.Name) and loaded:
+                compared[this.value] += 1
+    uses = Counter(n.value for n in cu.walk(kernel.node.body) if isinstance(n, cst.Name))
+    return {p for p in kernel.runtime_params if compared[p] and compared[p] == uses[p]}
 
 
 def _constexpr_sizes(
