@@ -33,6 +33,7 @@ from diagnosis.engine.evidence import (
 )
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
 from diagnosis.engine.srcmodel import SourceModelError, model_of
+from diagnosis.engine.srcmodel.finishes import torch_finishes
 
 PROFILE_ARTEFACT = "profile"  # the name of the profile's artefact (the ProfileResult as JSON)
 LOW_BANDWIDTH = 0.60  # achieved / peak below this on a memory-bound case is a finding
@@ -51,6 +52,7 @@ LOW_OCCUPANCY_PCT = 25.0
 LOW_L2_HIT_PCT = 50.0
 STALL_SHARE_PCT = 30.0  # a stall reason below this share is not "the" reason
 OTHER_KERNELS_SHARE = 0.2  # from this share of a forward's kernel time in other kernels: a finding
+FINISH_SHARE = 0.05  # beside a torch finish FUSION can skip, from this share: worth a round
 
 NO_DEVICE = register_code(
     "T1-NO-DEVICE",
@@ -162,6 +164,15 @@ OTHER_KERNELS = register_code(
     "kernels other than the module's Triton kernels: {top}",
     "Time in kernels the Triton code does not launch",
 )
+TORCH_FINISH = register_code(
+    "T1-TORCH-FINISH",
+    Tier.PROFILE,
+    Family.FUSION,
+    "case {case}: {share_pct}% of the forward's kernel time ({other_us} of {total_us} us a call) is in kernels "
+    "other than the module's Triton kernels, and {function} finishes {tensor} with torch's {op}: where its axis "
+    "holds one element, skipping that finish removes its launches (gain toward their removal, halved)",
+    "Time in a torch finish a rewrite can skip",
+)
 
 # ncu stall reasons (normalized) -> (meaning, family when the source has no tl.dot, with tl.dot)
 _STALLS: dict[str, tuple[str, Family, Family]] = {
@@ -209,15 +220,22 @@ class _Source:
 
     kernel_lines: dict[str, int]
     dot_kernels: frozenset[str]
+    # the wrapper's torch reductions over what a kernel wrote (srcmodel.finishes), as the
+    # finding's arguments: function, tensor, op
+    finishes: tuple[dict[str, str], ...] = ()
 
     @classmethod
     def read(cls, source: str | None) -> _Source:
         if not source:
             return cls({}, frozenset())
         try:
-            statements = model_of(source).ast_module_statements()
+            model = model_of(source)
+            statements = model.ast_module_statements()
         except (SyntaxError, SourceModelError):
             return cls({}, frozenset())
+        finishes = tuple(
+            {"function": f.launch.qualname, "tensor": f.tensor, "op": f.op} for f in torch_finishes(model)
+        )
         lines: dict[str, int] = {}
         dots: set[str] = set()
         for node in statements:
@@ -225,7 +243,7 @@ class _Source:
                 lines[node.name] = node.lineno
                 if any(isinstance(n, ast.Attribute) and n.attr == "dot" for n in ast.walk(node)):
                     dots.add(node.name)
-        return cls(lines, frozenset(dots))
+        return cls(lines, frozenset(dots), finishes)
 
     def lines_of(self, kernel: str) -> tuple[int, ...]:
         line = self.kernel_lines.get(kernel)
@@ -313,7 +331,7 @@ def run_tier1(profile: ProfileResult, *, source: str | None = None) -> TierResul
     findings: list[Finding] = []
     for case in profile.cases:
         findings += _case_findings(device, case, hotspot, src)
-        findings += _other_kernels(case, hotspot)
+        findings += _other_kernels(case, hotspot, src)
     findings += _ncu_findings(profile, hotspot, src)
     result.findings = findings
 
@@ -476,31 +494,45 @@ def _case_findings(
     yield from _wave_findings(device, case, hotspot, lines)
 
 
-def _other_kernels(case: ProfileCase, hotspot: str | None) -> Iterator[Finding]:
+def _other_kernels(case: ProfileCase, hotspot: str | None, src: _Source) -> Iterator[Finding]:
     """The share of a case's kernel time spent in kernels its Triton launches are not (the
     wrapper's `torch.sort`, `permute(...).contiguous()`, `zeros_like` or a torch reduction
     after the launch): time that sits in the gap to speed-of-light whatever a rewrite of the
-    Triton kernels does. Informational: it explains a gap, it points at no rewrite."""
+    Triton kernels does. Informational: it explains a gap, it points at no rewrite; except
+    where the wrapper finishes a kernel's output with a torch reduction that FUSION can skip
+    (`srcmodel.finishes`): then that time backs FUSION, with the gain of removing it, halved
+    (the finish's own share of it is not told apart: the profiler names torch's kernels, not
+    the statement that launched them)."""
     total = sum(us for _, us in case.kernel_us)
     triton = {li.kernel for li in case.launches}
     other = [(name, us) for name, us in case.kernel_us if name not in triton]
     spent = sum(us for _, us in other)
-    if not total or spent < OTHER_KERNELS_SHARE * total:
+    if not total or not spent:
         return
-    top = ", ".join(f"{short_kernel_name(name)} {_r(us)} us" for name, us in other[:3])
-    yield Finding(
-        OTHER_KERNELS.code,
-        Severity.INFO,
-        {
-            "case": case.index,
-            "share_pct": _r(100 * spent / total),
-            "other_us": _r(spent),
-            "total_us": _r(total),
-            "top": top,
-        },
-        kernel=hotspot or "",
-        evidence=_evidence(case, hotspot or ""),
-    )
+    args = {
+        "case": case.index,
+        "share_pct": _r(100 * spent / total),
+        "other_us": _r(spent),
+        "total_us": _r(total),
+    }
+    if spent >= OTHER_KERNELS_SHARE * total:
+        top = ", ".join(f"{short_kernel_name(name)} {_r(us)} us" for name, us in other[:3])
+        yield Finding(
+            OTHER_KERNELS.code,
+            Severity.INFO,
+            {**args, "top": top},
+            kernel=hotspot or "",
+            evidence=_evidence(case, hotspot or ""),
+        )
+    if src.finishes and spent >= FINISH_SHARE * total:
+        yield Finding(
+            TORCH_FINISH.code,
+            Severity.LOW,
+            {**args, **src.finishes[0]},
+            kernel=hotspot or "",
+            gain=modest_gain(total / (total - spent)),
+            evidence=_evidence(case, hotspot or ""),
+        )
 
 
 def short_kernel_name(name: str) -> str:

@@ -8,6 +8,7 @@ import pytest
 from diagnosis.engine.evidence import Family, Severity, Tier
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
 from diagnosis.engine.tier1 import resident_programs, run_tier1
+from tests.engine.rules_cases import harness as h
 
 H100 = DeviceSpec(
     name="H100",
@@ -330,3 +331,29 @@ def test_time_in_kernels_the_triton_code_does_not_launch(
     (f,) = found
     assert f.args == expected
     assert f.severity is Severity.INFO and f.family is Family.NONE
+
+
+@pytest.mark.parametrize(
+    ("kernel_us", "source", "gain"),
+    [
+        # fla's logsumexp: torch's finish over the partials, 12 % of the kernel time; a row that
+        # fits one block skips it, so the time backs FUSION: 1/0.88 halved
+        pytest.param((("k", 88.0), (FILL, 12.0)), "partial_lse.py", 1.07, id="a-finish-a-rule-can-skip"),
+        pytest.param((("k", 97.0), (FILL, 3.0)), "partial_lse.py", None, id="too-small-a-share"),
+        # no finish in the source: the time stays information (and under 20 %, no finding)
+        pytest.param((("k", 88.0), (FILL, 12.0)), "split_rowsum.py", None, id="no-finish-in-the-source"),
+    ],
+)
+def test_time_in_a_torch_finish_backs_fusion(
+    kernel_us: tuple[tuple[str, float], ...], source: str, gain: float | None
+) -> None:
+    prof = profile(replace(case(gbs=1500), kernel_us=kernel_us))
+    found = [f for f in run_tier1(prof, source=h.source(source)).findings if f.code == "T1-TORCH-FINISH"]
+    if gain is None:
+        assert found == []
+        return
+    (f,) = found
+    assert f.family is Family.FUSION and f.severity is Severity.LOW and f.gain == gain
+    assert (f.args["function"], f.args["tensor"], f.args["op"], f.args["share_pct"]) == (
+        "row_logsumexp", "partials", "logsumexp", 12.0
+    )  # fmt: skip
