@@ -48,10 +48,20 @@ def torch_finishes(model) -> list[Finish]:  # noqa: ANN001 - a SourceModel (impo
         kernel = model.kernels.get(launch.kernel)
         if kernel is None:
             continue
-        after = _statements_after(model, launch)
+        # the small statements of the launch's function, in source order (any depth of its
+        # blocks, not nested functions), split at the launch: a walk is in source order, and
+        # reading positions would resolve them for the whole module
+        order = list(read.walk(launch.function.body, prune=(cst.FunctionDef, cst.ClassDef, cst.Lambda)))
+        if not any(_reduction_named(n) for n in order):
+            continue
+        at = next((i for i, n in enumerate(order) if n is launch.call), None)
+        if at is None:
+            continue
+        before = [n for n in order[:at] if isinstance(n, cst.BaseSmallStatement)]
+        after = [n for n in order[at + 1 :] if isinstance(n, cst.BaseSmallStatement)]
         passed = {e.value for e in launch.bound(kernel).values() if isinstance(e, cst.Name)}
         for name in sorted(passed):
-            if not _fresh_before(model, launch, name):
+            if not _fresh_before(model, launch, name, before):
                 continue
             for i, st in enumerate(after):
                 if isinstance(st, cst.AugAssign) and name in _targets(st):
@@ -71,25 +81,17 @@ def torch_finishes(model) -> list[Finish]:  # noqa: ANN001 - a SourceModel (impo
     return out
 
 
-def _statements_after(model, launch: Launch) -> list[cst.BaseSmallStatement]:  # noqa: ANN001
-    """The small statements of the launch's function after the launch's, in source order (any
-    depth of its blocks; not those of nested functions)."""
-    at = model.position(launch.call)
-    return [
-        n
-        for n in read.walk(launch.function.body, prune=(cst.FunctionDef, cst.ClassDef, cst.Lambda))
-        if isinstance(n, cst.BaseSmallStatement) and model.position(n) > at
-    ]
+def _reduction_named(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ONE_ELEMENT_IDENTITY
+    )
 
 
-def _fresh_before(model, launch: Launch, name: str) -> bool:  # noqa: ANN001
+def _fresh_before(model, launch: Launch, name: str, before: list[cst.BaseSmallStatement]) -> bool:  # noqa: ANN001
     """`name` is bound once before the launch, to a fresh contiguous allocation."""
-    at = model.position(launch.call)
-    binds = [
-        n
-        for n in read.walk(launch.function.body, prune=(cst.FunctionDef, cst.ClassDef, cst.Lambda))
-        if isinstance(n, cst.BaseSmallStatement) and name in _targets(n) and model.position(n) < at
-    ]
+    binds = [n for n in before if name in _targets(n)]
     if name in {p.name.value for p in read.params_of(launch.function)} or len(binds) != 1:
         return False
     (bind,) = binds
