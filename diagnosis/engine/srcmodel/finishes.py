@@ -4,8 +4,9 @@ partials a kernel stored, one column per block of the row (fla's `logsumexp_fwd`
 
 Where the reduced axis holds one element (one block covered the row), the reduction returns its
 input, yet every call still runs torch's kernels for it: six small launches for a `logsumexp`
-(max, a mask of infinities, the difference, exp, sum, log). Tier 0 reports such a finish; the
-FUSION rule `skip_one_element_finish` reads the partial directly there.
+(max, a mask of infinities, the difference, exp, sum, log). Tier 0 reports such a finish
+(T0-TORCH-FINISH), tier 1 the time a case spends outside the Triton kernels beside it
+(T1-TORCH-FINISH); the FUSION rule `skip_one_element_finish` reads the partial directly there.
 
 A finish is a call `z.OP(dim)` or `torch.OP(z, dim)` in the function of a launch, after it, where
 `z` is a local passed to the launch and bound before it, once, to a fresh allocation
