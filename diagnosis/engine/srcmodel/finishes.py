@@ -65,9 +65,9 @@ def torch_finishes(model) -> list[Finish]:  # noqa: ANN001 - a SourceModel (impo
             if not _fresh_before(model, launch, name, before):
                 continue
             for i, st in enumerate(after):
-                if isinstance(st, cst.AugAssign) and name in _targets(st):
+                if isinstance(st, cst.AugAssign) and name in read.bound_names(st):
                     break  # `z += ...` reads and writes the partials at once
-                rebinds = name in _targets(st)
+                rebinds = name in read.bound_names(st)
                 for node in read.walk(st):
                     found = _finish_call(node, name, model)
                     if found is None:
@@ -92,7 +92,7 @@ def _reduction_named(node: cst.CSTNode) -> bool:
 
 def _fresh_before(model, launch: Launch, name: str, before: list[cst.BaseSmallStatement]) -> bool:  # noqa: ANN001
     """`name` is bound once before the launch, to a fresh contiguous allocation."""
-    binds = [n for n in before if name in _targets(n)]
+    binds = [n for n in before if name in read.bound_names(n)]
     if name in {p.name.value for p in read.params_of(launch.function)} or len(binds) != 1:
         return False
     (bind,) = binds
@@ -140,21 +140,6 @@ def _finish_call(node: cst.CSTNode, name: str, model) -> tuple[str, int] | None:
 
 def _is_name(a: cst.Arg, name: str) -> bool:
     return a.keyword is None and not a.star and isinstance(a.value, cst.Name) and a.value.value == name
-
-
-def _targets(st: cst.CSTNode) -> set[str]:
-    """The names a small statement binds."""
-    out: set[str] = set()
-    targets: list[cst.BaseExpression] = []
-    if isinstance(st, cst.Assign):
-        targets = [t.target for t in st.targets]
-    elif isinstance(st, cst.AnnAssign | cst.AugAssign):
-        targets = [st.target]
-    for t in targets:
-        for n in read.walk(t):
-            if isinstance(n, cst.Name):
-                out.add(n.value)
-    return out
 
 
 def _reads(node: cst.CSTNode, name: str) -> int:

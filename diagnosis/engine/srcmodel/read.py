@@ -100,3 +100,19 @@ def first_only(node: cst.BaseExpression | None) -> bool:
         and (part.lower is None or int_literal(part.lower) == 0)
         and int_literal(part.upper) == 1
     )
+
+
+def bound_names(statement: cst.CSTNode) -> set[str]:
+    """Every name `statement` binds anywhere in it (assignments, loops, `with ... as`, walrus)."""
+    out: set[str] = set()
+    for n in walk(statement):
+        target = None
+        if isinstance(n, cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For):
+            target = n.target
+        elif isinstance(n, cst.NamedExpr):
+            target = n.target
+        elif isinstance(n, cst.AsName):
+            target = n.name
+        if target is not None:
+            out |= {t.value for t in walk(target) if isinstance(t, cst.Name)}
+    return out

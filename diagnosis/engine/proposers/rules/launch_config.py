@@ -319,8 +319,13 @@ def _switches(kernel: cu.Kernel) -> set[str]:
                 test = test.expression
             if isinstance(test, cst.Name):
                 tests[test.value] += 1
-    uses = Counter(n.value for n in cu.walk(kernel.node.body) if isinstance(n, cst.Name))
+    uses = _name_uses(kernel)
     return {p for p in kernel.constexprs if uses[p] == tests[p]}
+
+
+def _name_uses(kernel: cu.Kernel) -> Counter[str]:
+    """How often each name occurs in the kernel's body."""
+    return Counter(n.value for n in cu.walk(kernel.node.body) if isinstance(n, cst.Name))
 
 
 def _closure_nodes(node: cst.CSTNode, bindings: cu.Bindings) -> Iterator[cst.CSTNode]:
@@ -567,7 +572,7 @@ def _sentinels(kernel: cu.Kernel) -> set[str]:
             loaded = any(cu.is_call(m, "tl.load", names=kernel.names) for m in reads)
             if isinstance(this, cst.Name) and loaded:
                 compared[this.value] += 1
-    uses = Counter(n.value for n in cu.walk(kernel.node.body) if isinstance(n, cst.Name))
+    uses = _name_uses(kernel)
     return {p for p in kernel.runtime_params if compared[p] and compared[p] == uses[p]}
 
 

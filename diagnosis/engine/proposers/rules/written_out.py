@@ -224,7 +224,7 @@ def _plan(
     elements = _elements(statement.body[0].value)
     if elements is None or {k for k, _ in elements} & set(launch.keywords):
         return None
-    rebound = {t for s in block.body[i + 1 : at] for t in _targets(s)}
+    rebound = {t for s in block.body[i + 1 : at] for t in read.bound_names(s)}
     if any(not pure(v) or cu.names_in(v) & rebound for _, v in elements):
         return None
     return statement, elements
@@ -254,22 +254,6 @@ def _elements(node: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]] 
             return None
         out.append((key, e.value))
     return out if len({k for k, _ in out}) == len(out) else None
-
-
-def _targets(statement: cst.CSTNode) -> set[str]:
-    """Every name `statement` binds anywhere in it (assignments, loops, `with ... as`, walrus)."""
-    out: set[str] = set()
-    for n in read.walk(statement):
-        target = None
-        if isinstance(n, cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For):
-            target = n.target
-        elif isinstance(n, cst.NamedExpr):
-            target = n.target
-        elif isinstance(n, cst.AsName):
-            target = n.name
-        if target is not None:
-            out |= {t.value for t in read.walk(target) if isinstance(t, cst.Name)}
-    return out
 
 
 def _spliced(args: Sequence[cst.Arg], arg: cst.Arg, new: list[cst.Arg]) -> list[cst.Arg]:
