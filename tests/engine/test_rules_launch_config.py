@@ -1157,6 +1157,16 @@ SOFTMAX_PDL = (
 SOFTMAX_PDL_INLINE = SOFTMAX_PDL.replace(
     '    pdl_kwargs = {"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}\n', ""
 ).replace("        **pdl_kwargs,\n", '        **({"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}),\n')
+# ... or returned by a helper beside the switch's value (sglang's LoRA kernels:
+# `enable_pdl, pdl_kwargs = get_pdl_launch_metadata()`)
+SOFTMAX_PDL_RETURNED = SOFTMAX_PDL.replace(
+    "\n\n\ndef _softmax_forward(x):\n",
+    "\n\n\ndef get_pdl_launch_metadata():\n    enable_pdl = is_arch_support_pdl()\n"
+    '    return enable_pdl, ({"launch_pdl": True} if enable_pdl else {})\n\n\ndef _softmax_forward(x):\n',
+).replace(
+    '    pdl_kwargs = {"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}\n',
+    "    enable_pdl, pdl_kwargs = get_pdl_launch_metadata()\n",
+).replace("        **pdl_kwargs,\n", "        USE_GDC=enable_pdl,\n        **pdl_kwargs,\n")
 
 # liger's selective log-softmax passes its block and launch options in a local dict
 SOFTMAX_DICT = st.source("softmax_liger.py").replace(
@@ -1287,6 +1297,9 @@ STYLES = [
            ["triton.Config({}, num_warps=16)",
             '        **({"USE_GDC": True, "launch_pdl": True} if is_arch_support_pdl() else {}),\n        n_rows=n_rows,\n'],
            ["num_warps=num_warps"], id="pdl-kwargs-literal-in-the-launch"),
+    st.row(SOFTMAX_PDL_RETURNED, "softmax_liger.py",
+           ["triton.Config({}, num_warps=16)", "        USE_GDC=enable_pdl,\n        **pdl_kwargs,\n        n_rows=n_rows,\n"],
+           ["num_warps=num_warps"], id="pdl-kwargs-returned-by-a-helper"),
     # ... and one that passes them, written out as keywords first: the dict goes
     st.row(SOFTMAX_DICT, "softmax_liger.py",
            ["triton.Config({}, num_warps=16)",
@@ -1302,6 +1315,8 @@ STYLE_REFUSALS = [
     # the dict may pass the warps the rule takes over ...
     st.row(SOFTMAX_PDL.replace('{"USE_GDC": True, "launch_pdl": True}', '{"USE_GDC": True, "num_stages": 3}'),
            "softmax_liger.py", id="pdl-kwargs-dict-passes-an-option"),
+    st.row(SOFTMAX_PDL_RETURNED.replace('({"launch_pdl": True} if enable_pdl else {})', '({"num_warps": 8} if enable_pdl else {})'),
+           "softmax_liger.py", id="pdl-kwargs-returned-by-a-helper-pass-an-option"),
     # ... or a constexpr the kernel computes with, not only tests
     st.row(SOFTMAX_PDL.replace("    y = e / d\n", "    y = e / d * (1 + USE_GDC)\n"), "softmax_liger.py",
            id="pdl-kwargs-dict-passes-a-constexpr-read-as-a-value"),

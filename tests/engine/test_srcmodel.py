@@ -891,6 +891,7 @@ KERNEL_ARGS = (
                      id="a-conditional-literal-in-the-launch"),
         pytest.param(("**kw)", '**dict(num_warps=8))'), {"num_warps"}, True, id="a-dict-call-in-the-launch"),
         pytest.param(("**kw)", "*kw)"), None, True, id="star-args"),
+        pytest.param(("    kw = {}\n", "    pass\n"), None, True, id="a-global"),
         pytest.param(("def run(x, y, n):\n    kw = {}",
                      "def run(x, y, n, kw):\n    pass"), None, True, id="a-parameter"),
     ],
@@ -901,6 +902,103 @@ def test_the_keys_a_kwargs_dict_may_pass_are_read(change: tuple[str, str], keys:
     (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
     assert launch.star_keys == (None if keys is None else frozenset(keys))
     assert launch.hides_args is hidden and launch.has_star_args
+
+
+# sglang's LoRA kernels: `enable_pdl, pdl_kwargs = get_pdl_launch_metadata()`, a helper that
+# returns the switch and the launch's keywords together
+RETURNED = (
+    "def meta():\n    on = pdl_ok()\n    return on, ({\"launch_pdl\": True} if on else {})\n\n\n"
+    "def run(x, y, n):\n    on, kw = meta()\n    k[(n,)](x, y, n, BLOCK=256, **kw)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "keys"),
+    [
+        pytest.param(("", ""), {"launch_pdl"}, id="an-element-of-a-returned-tuple"),
+        pytest.param(("    return on, (", "    return False, {}\n    return on, ("), {"launch_pdl"},
+                     id="every-return-counts"),
+        pytest.param(("on, kw = meta()", "kw = meta()[1]"), None, id="a-subscript-of-the-call"),
+        pytest.param(("    on = pdl_ok()\n    return on, ({\"launch_pdl\": True} if on else {})",
+                      "    kw = {}\n    if pdl_ok():\n        kw[\"launch_pdl\"] = True\n    return kw"),
+                     None, id="a-local-dict-returned-unpacked"),
+        pytest.param(("on, kw = meta()", "kw = meta()"), None, id="a-tuple-where-a-dict-is-read"),
+        pytest.param(("    return on, (", "    return on, dict(extra) or ("), None, id="a-dict-of-another"),
+        pytest.param(("def meta():", "def meta(opts):"), {"launch_pdl"}, id="a-helper-with-parameters"),
+        pytest.param(("return on, ({\"launch_pdl\": True} if on else {})", "return on, opts"),
+                     None, id="a-global-returned"),
+        pytest.param(("on, kw = meta()", "*rest, kw = meta()"), None, id="a-starred-unpacking"),
+        pytest.param(("def meta():", "def other():"), None, id="no-such-function"),
+    ],
+)
+def test_the_keys_a_helper_returns_are_read(change: tuple[str, str], keys: set[str] | None) -> None:
+    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
+    source += "\n\n" + RETURNED.replace(*change)
+    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
+    assert launch.star_keys == (None if keys is None else frozenset(keys))
+
+
+@pytest.mark.parametrize(
+    ("helper", "keys"),
+    [
+        pytest.param('    return {"launch_pdl": True} if pdl_ok() else {}', {"launch_pdl"}, id="a-conditional-literal"),
+        pytest.param('    kw = {}\n    if pdl_ok():\n        kw["launch_pdl"] = True\n    return kw', {"launch_pdl"},
+                     id="a-local-dict-filled-on-a-branch"),
+        pytest.param("    return dict(num_warps=8)", {"num_warps"}, id="a-dict-call"),
+        pytest.param("    return inner()\n\n\ndef inner():\n    return {\"launch_pdl\": True}", {"launch_pdl"},
+                     id="through-another-helper"),
+        pytest.param("    return looped()\n\n\ndef looped():\n    return opts()", None, id="a-cycle"),
+        pytest.param("    kw = {}\n    kw.update(extra)\n    return kw", None, id="a-dict-updated"),
+        pytest.param("    pass", None, id="no-return"),
+        pytest.param('    def inner():\n        return {"num_warps": 8}\n\n    return {"launch_pdl": True}',
+                     {"launch_pdl"}, id="a-nested-functions-return-is-not-its-own"),
+        pytest.param("    return OPTS", None, id="a-global-dict"),
+    ],
+)
+def test_the_keys_of_a_dict_a_helper_returns_in_the_launch_are_read(helper: str, keys: set[str] | None) -> None:
+    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
+    source += f"\n\ndef opts():\n{helper}\n\n\ndef run(x, y, n):\n    k[(n,)](x, y, n, BLOCK=256, **opts())\n"
+    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
+    assert launch.star_keys == (None if keys is None else frozenset(keys))
+    # a helper's call in a local: the same keys
+    local = source.replace("**opts())", "**kw)").replace("def run(x, y, n):\n", "def run(x, y, n):\n    kw = opts()\n")
+    (launch,) = [lc for lc in model_of(local).launches if lc.qualname == "run"]
+    assert launch.star_keys == (None if keys is None else frozenset(keys))
+
+
+# sglang's attention kernels pass `**_AMD_LAUNCH_KWARGS`, a module-level dict
+GLOBAL_KW = (
+    'IS_HIP = False\nLAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n\n\n'
+    "def run(x, y, n):\n    k[(n,)](x, y, n, BLOCK=256, **LAUNCH_KW)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "keys"),
+    [
+        pytest.param(("", ""), {"waves_per_eu"}, id="a-conditional-literal"),
+        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n',
+                      'if IS_HIP:\n    LAUNCH_KW = {"waves_per_eu": 4}\nelse:\n    LAUNCH_KW = dict(num_stages=1)\n'),
+                     {"waves_per_eu", "num_stages"}, id="bound-in-each-branch-of-an-if"),
+        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n',
+                      'try:\n    LAUNCH_KW = {"waves_per_eu": 4}\nexcept ImportError:\n    LAUNCH_KW = {}\n'),
+                     {"waves_per_eu"}, id="bound-under-try"),
+        pytest.param(("\n\n\ndef run", '\nLAUNCH_KW["num_warps"] = 8\n\n\ndef run'), None, id="filled-at-the-module-level"),
+        pytest.param(("    k[(n,)]", "    LAUNCH_KW.update(num_warps=8)\n    k[(n,)]"), None, id="updated-in-a-function"),
+        pytest.param(("def run(x, y, n):\n", "def run(x, y, n):\n    global LAUNCH_KW\n"), None, id="declared-global"),
+        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n', "from elsewhere import LAUNCH_KW\n"),
+                     None, id="imported"),
+        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n', "LAUNCH_KW = make()\n"), None,
+                     id="bound-to-an-unread-call"),
+        pytest.param(("    k[(n,)]", '    LAUNCH_KW = {"num_warps": 8}\n    k[(n,)]'), {"num_warps"},
+                     id="a-local-shadows-it"),
+    ],
+)
+def test_the_keys_of_a_module_level_dict_are_read(change: tuple[str, str], keys: set[str] | None) -> None:
+    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
+    source += "\n\n" + GLOBAL_KW.replace(*change)
+    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
+    assert launch.star_keys == (None if keys is None else frozenset(keys))
 
 
 def test_one_parse_per_text_and_per_tree() -> None:

@@ -82,16 +82,18 @@ class Launch:
     def star_keys(self) -> frozenset[str] | None:
         """The keywords this launch's `**d` arguments may pass; None for a `*args` or a dict
         whose keys are not all read. `d` is a local dict (`dict_keys`) or a literal written in
-        the launch (sglang's `**({"launch_pdl": True} if use_pdl else {})`)."""
+        the launch (sglang's `**({"launch_pdl": True} if use_pdl else {})`), or what a module-level
+        function returns (`**launch_kwargs()`)."""
         keys: set[str] = set()
         for a in self.call.args:
             if a.star == "*":
                 return None
             if a.star == "**":
+                module = self.model.tree if self.model else None
                 if isinstance(a.value, cst.Name):
-                    found = dict_keys(self.function, a.value.value, self.model.tree if self.model else None)
+                    found = dict_keys(self.function, a.value.value, module)
                 else:
-                    found = _literal_keys(a.value)
+                    found = _literal_keys(a.value, module)
                 if found is None:
                     return None
                 keys |= found
@@ -141,29 +143,43 @@ def subscript_grid(func: cst.Subscript) -> cst.BaseExpression | None:
 
 def dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None) -> set[str] | None:
     """Every key the local dict `name` of `function` may hold, wherever in `function` it is
-    filled: `name = {"K": v}`, `name["K"] = v`, or a module-level helper `f(name)` that only
-    stores literal keys into its parameter (liger's `set_large_grf_mode(kernel_args)`). Read
-    whatever the branches: a key set in any of them counts. None when `name` is used any other
-    way (a parameter, `name.update(...)`, passed to another function)."""
+    filled: `name = {"K": v}`, `name["K"] = v`, a module-level helper `f(name)` that only
+    stores literal keys into its parameter (liger's `set_large_grf_mode(kernel_args)`), or
+    `name = f()` and `flag, name = f()` where a module-level `f` returns such a dict (sglang's
+    `enable_pdl, pdl_kwargs = get_pdl_launch_metadata()`). Read whatever the branches: a key set
+    in any of them counts. None when `name` is used any other way (a parameter,
+    `name.update(...)`, passed to another function)."""
+    return _dict_keys(function, name, module, 0)
+
+
+def _dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None, depth: int) -> set[str] | None:
     if name in {p.name.value for p in read.params_of(function)}:
         return None
     keys: set[str] = set()
     uses = 0  # the uses of `name` accounted for, against every one there is
+    bound = False  # else a global (`**LAUNCH_KW`): `_global_keys`
     for n in read.walk(function.body):
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 if isinstance(t.target, cst.Name) and t.target.value == name:
-                    literal = _literal_keys(n.value)
-                    if literal is None:
-                        return None
-                    keys |= literal
-                    uses += 1
+                    literal = _literal_keys(n.value, module, depth)
+                elif (at := _unpacked_at(t.target, name)) is not None:
+                    literal = _returned_keys(n.value, at, module, depth)
+                else:
+                    continue
+                if literal is None:
+                    return None
+                keys |= literal
+                uses += 1
+                bound = True
         key = _stored_key(n, name)
         if key is not None:
             keys.add(key)
             uses += 1
         elif isinstance(n, cst.Arg) and n.star == "**" and isinstance(n.value, cst.Name) and n.value.value == name:
             uses += 1
+        elif isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value == name:
+            uses += 1  # a helper's own dict, read by `_returned_keys`
         elif isinstance(n, cst.Call) and module is not None:
             at = [i for i, a in enumerate(n.args) if not a.star and isinstance(a.value, cst.Name) and a.value.value == name]
             if at:
@@ -173,19 +189,69 @@ def dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None) -
                 keys |= helper
                 uses += len(at)
     every = sum(1 for n in read.walk(function.body) if isinstance(n, cst.Name) and n.value == name)
-    return keys if uses == every else None
+    if uses != every:
+        return None
+    if not bound:
+        return _global_keys(name, module, depth) if not keys else None
+    return keys
 
 
-def _literal_keys(node: cst.BaseExpression) -> set[str] | None:
-    """The keys of a dict literal of string keys, of `dict(K=v, ...)`, or of either of those a
-    conditional chooses (sglang's `pdl_kwargs = {"launch_pdl": True} if use_pdl else {}`)."""
+def _global_keys(name: str, module: cst.Module | None, depth: int) -> set[str] | None:
+    """The keys of a module-level dict `name` (sglang's `_AMD_LAUNCH_KWARGS = {...} if _IS_HIP
+    else {}`): bound at the module's level only, in any branch, to what `_literal_keys` reads,
+    and used nowhere but as `**name`. None for anything else (filled or updated anywhere, bound
+    in a function by `global`, imported)."""
+    if module is None:
+        return None
+    keys: set[str] = set()
+    bindings = 0
+    blocks = [module.body]
+    while blocks:
+        for st in blocks.pop():
+            if isinstance(st, cst.If | cst.Try | cst.With):
+                blocks.extend(_blocks_of(st))
+            elif isinstance(st, cst.SimpleStatementLine):
+                for small in st.body:
+                    if not isinstance(small, cst.Assign):
+                        continue
+                    if not any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
+                        continue
+                    found = _literal_keys(small.value, module, depth + 1) if len(small.targets) == 1 else None
+                    if found is None:
+                        return None
+                    keys |= found
+                    bindings += 1
+    if not bindings:
+        return None
+    stars = sum(1 for n in read.walk(module) if isinstance(n, cst.Arg) and n.star == "**"
+                and isinstance(n.value, cst.Name) and n.value.value == name)
+    every = sum(1 for n in read.walk(module) if isinstance(n, cst.Name) and n.value == name)
+    return keys if bindings + stars == every else None
+
+
+def _blocks_of(st: cst.If | cst.Try | cst.With) -> list[list[cst.BaseStatement]]:
+    """The statement lists of every branch of a module-level `if`, `try` or `with`."""
+    suites: list[cst.BaseSuite] = [st.body]
+    if isinstance(st, cst.If) and st.orelse is not None:
+        suites.append(st.orelse.body if isinstance(st.orelse, cst.Else) else cst.IndentedBlock([st.orelse]))
+    if isinstance(st, cst.Try):
+        suites += [h.body for h in st.handlers] + [b.body for b in (st.orelse, st.finalbody) if b is not None]
+    return [read.statements(b) for b in suites]
+
+
+def _literal_keys(node: cst.BaseExpression, module: cst.Module | None = None, depth: int = 0) -> set[str] | None:
+    """The keys of a dict literal of string keys, of `dict(K=v, ...)`, of either of those a
+    conditional chooses (sglang's `pdl_kwargs = {"launch_pdl": True} if use_pdl else {}`), or of
+    what a call of a module-level function returns (`_returned_keys`)."""
     if isinstance(node, cst.IfExp):
-        body, orelse = _literal_keys(node.body), _literal_keys(node.orelse)
+        body, orelse = _literal_keys(node.body, module, depth), _literal_keys(node.orelse, module, depth)
         return None if body is None or orelse is None else body | orelse
     if isinstance(node, cst.Call) and read.literal(node.func) == "dict":
         if any(a.keyword is None for a in node.args):
             return None  # dict(other), dict(**other): keys from elsewhere
         return {a.keyword.value for a in node.args}
+    if isinstance(node, cst.Call):
+        return _returned_keys(node, None, module, depth)
     if not isinstance(node, cst.Dict):
         return None
     keys = [read.string_literal(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements]
@@ -206,6 +272,54 @@ def _stored_key(node: cst.CSTNode, name: str) -> str | None:
     ):
         return None
     return read.string_literal(target.slice[0].slice.value)
+
+
+# how many module-level functions deep a dict's keys are followed (a helper returning another's)
+RETURN_DEPTH = 3
+
+
+def _unpacked_at(target: cst.BaseExpression, name: str) -> int | None:
+    """Where `name` stands in the unpacking target `a, name = ...` (no starred element)."""
+    if not isinstance(target, cst.Tuple | cst.List) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    at = [i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name) and e.value.value == name]
+    return at[0] if len(at) == 1 else None
+
+
+def _returned_keys(call: cst.BaseExpression, at: int | None, module: cst.Module | None, depth: int) -> set[str] | None:
+    """The keys of the dict a module-level function returns when `call` calls it, or of the
+    element `at` of the tuple it returns: every `return` of its own body must give one that
+    `_literal_keys` reads or a local dict of it that `dict_keys` reads. None for anything else."""
+    if not isinstance(call, cst.Call) or module is None or depth >= RETURN_DEPTH:
+        return None
+    fn = _module_def(module, read.literal(call.func))
+    if fn is None:
+        return None
+    returns = [n for n in read.walk(fn.body) if isinstance(n, cst.Return) and _own(fn, n)]
+    if not returns:
+        return None
+    keys: set[str] = set()
+    for r in returns:
+        value = r.value
+        if at is not None:
+            elements = value.elements if isinstance(value, cst.Tuple) else ()
+            if len(elements) <= at or any(isinstance(e, cst.StarredElement) for e in elements):
+                return None
+            value = elements[at].value
+        if isinstance(value, cst.Name):
+            found = _dict_keys(fn, value.value, module, depth + 1)
+        else:
+            found = _literal_keys(value, module, depth + 1) if value is not None else None
+        if found is None:
+            return None
+        keys |= found
+    return keys
+
+
+def _own(fn: cst.FunctionDef, node: cst.CSTNode) -> bool:
+    """Whether `node` belongs to `fn` itself, not to a function or lambda nested in it."""
+    nested = [n for n in read.walk(fn.body) if isinstance(n, cst.FunctionDef | cst.Lambda)]
+    return not any(node is m for d in nested for m in read.walk(d))
 
 
 def _helper_keys(call: cst.Call, at: list[int], module: cst.Module) -> set[str] | None:
