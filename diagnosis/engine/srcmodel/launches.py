@@ -147,8 +147,8 @@ def dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None) -
     stores literal keys into its parameter (liger's `set_large_grf_mode(kernel_args)`), or
     `name = f()` and `flag, name = f()` where a module-level `f` returns such a dict (sglang's
     `enable_pdl, pdl_kwargs = get_pdl_launch_metadata()`). Read whatever the branches: a key set
-    in any of them counts. None when `name` is used any other way (a parameter,
-    `name.update(...)`, passed to another function)."""
+    in any of them counts; `name.update(...)` adds its keys (`_updated_keys`). None when `name`
+    is used any other way (a parameter, passed to another function, `name.setdefault(...)`)."""
     return _dict_keys(function, name, module, 0)
 
 
@@ -180,6 +180,11 @@ def _dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None, 
             uses += 1
         elif isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value == name:
             uses += 1  # a helper's own dict, read by `_returned_keys`
+        elif (updated := _updated_keys(n, name, module, depth)) is not False:
+            if updated is None:
+                return None
+            keys |= updated
+            uses += 1
         elif isinstance(n, cst.Call) and module is not None:
             at = [i for i, a in enumerate(n.args) if not a.star and isinstance(a.value, cst.Name) and a.value.value == name]
             if at:
@@ -193,6 +198,29 @@ def _dict_keys(function: cst.FunctionDef, name: str, module: cst.Module | None, 
         return None
     if not bound:
         return _global_keys(name, module, depth) if not keys else None
+    return keys
+
+
+def _updated_keys(node: cst.CSTNode, name: str, module: cst.Module | None, depth: int) -> set[str] | None | bool:
+    """The keys `name.update(...)` adds (sglang's `kwargs.update({"ENABLE_PDL": True, "launch_pdl":
+    True})`): a dict `_literal_keys` reads, or keywords. None for an update from anything else;
+    False where `node` is no update of `name`."""
+    if not (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and isinstance(node.func.value, cst.Name)
+        and node.func.value.value == name
+        and node.func.attr.value == "update"
+    ):
+        return False
+    keys: set[str] = set()
+    for a in node.args:
+        if a.star or (a.keyword is None and len(node.args) > 1):
+            return None
+        found = {a.keyword.value} if a.keyword is not None else _literal_keys(a.value, module, depth)
+        if found is None:
+            return None
+        keys |= found
     return keys
 
 
