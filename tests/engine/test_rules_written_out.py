@@ -231,6 +231,56 @@ def test_unpacked_arguments_whose_count_the_cases_do_not_tell_stay(source: str, 
     assert written_out(source, cases=cases) is None
 
 
+# sglang's `strides = (req.stride(0), pos.stride(0), ...)` before `k[grid](..., *strides, ...)`
+TUPLE = STRIDES.replace(
+    "        scale_rows[(x.shape[0],)](x, out, x.shape[1], *x.stride(), *out.stride(), BLOCK=1024)\n",
+    "        strides = (x.stride(0), x.stride(1), out.stride(0), out.stride(1))\n"
+    "        scale_rows[(x.shape[0],)](x, out, x.shape[1], *strides, BLOCK=1024)\n",
+)
+
+
+def test_a_local_tuple_becomes_the_arguments_it_holds() -> None:
+    # no case needed: the literal tells how many arguments it holds
+    assert written_out(TUPLE) == STRIDES.replace(
+        "*x.stride(), *out.stride()", "x.stride(0), x.stride(1), out.stride(0), out.stride(1)"
+    )
+    listed = TUPLE.replace("strides = (x.stride(0)", "strides = [x.stride(0)").replace("out.stride(1))\n", "out.stride(1)]\n")
+    assert written_out(listed) == written_out(TUPLE)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(TUPLE.replace("        return out\n", "        print(strides)\n        return out\n", 1),
+                     id="read-after-the-launch"),
+        pytest.param(TUPLE.replace("(x.stride(0), x.stride(1), out.stride(0), out.stride(1))",
+                                   "(*x.stride(), out.stride(0), out.stride(1))"), id="a-starred-element"),
+        pytest.param(TUPLE.replace("(x.stride(0), x.stride(1), out.stride(0), out.stride(1))", "tuple(x.stride())"),
+                     id="not-a-literal"),
+        pytest.param(TUPLE.replace("        strides = (", "        out = out.t()\n        strides = (", 1)
+                     .replace("        scale_rows[", "        out = out.t()\n        scale_rows["), id="value-rebound-before-the-launch"),
+        # Python binds a `*` ahead of the keywords before it: written out there it would not parse
+        pytest.param(TUPLE.replace("(x, out, x.shape[1], *strides, BLOCK=1024)", "(x, out, BLOCK=1024, n_cols=x.shape[1], *strides)"),
+                     id="after-a-keyword"),
+    ],
+)  # fmt: skip
+def test_a_tuple_that_may_not_be_what_the_launch_receives_stays(source: str) -> None:
+    assert written_out(source) is None
+
+
+def test_unpacked_strides_after_a_keyword_stay() -> None:
+    source = STRIDES.replace("(x, out, x.shape[1], *x.stride(), *out.stride(), BLOCK=1024)",
+                             "(x, out, BLOCK=1024, n_cols=x.shape[1], *x.stride(), *out.stride())")
+    compile(source, "m.py", "exec")  # legal Python: the `*` bind ahead of the keywords
+    assert written_out(source, cases=ROWS) is None
+
+
+def test_a_rule_takes_the_launch_with_its_tuple_written_out(tmp_path) -> None:
+    rw = apply_family(Family.LAUNCH_CONFIG, TUPLE, h.rule_input(ROWS))
+    assert rw is not None and "triton.autotune(" in rw.source and "strides" not in rw.source
+    h.assert_interp_ok({"tuple": rw.source}, tmp_path)
+
+
 def test_a_rule_takes_the_launch_with_its_strides_written_out(tmp_path) -> None:
     rw = apply_family(Family.LAUNCH_CONFIG, STRIDES, h.rule_input(ROWS))
     assert rw is not None and "triton.autotune(" in rw.source

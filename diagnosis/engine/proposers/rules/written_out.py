@@ -16,6 +16,13 @@ the launch and before it, and read nowhere but in the one `**`; no key is a keyw
 already passes; each value calls only what has no effect (`cst_util.PureCalls`) and reads no
 name that a statement between the two binds again, so it is the same value at the launch.
 
+The same holds for a launch's `*t` of a local tuple literal (sglang's `strides = (req.stride(0),
+pos.stride(0), floor_arg.stride(0))` before `k[grid](..., *strides, ...)`): written out, the
+launch passes the tuple's elements, one argument each, where the `*t` stood.
+
+A `*` written out must not follow a keyword or a `**` in the call: Python binds it ahead of
+them, and its elements written there would no longer parse.
+
 **A launch's `*x.stride()`.** sglang and many hand-written wrappers pass a tensor's strides
 (or its sizes) by unpacking them:
 
@@ -90,7 +97,8 @@ def _jit_calls(
 def _launch_dicts(
     tree: cst.Module, kernels: Collection[str] | None, cases: Sequence[CaseShape] = ()
 ) -> str | None:
-    """The module with each launch's `**d` that can be written out so; None where there is none."""
+    """The module with each launch's `**d` (and `*t`) of a local literal that can be written out
+    so; None where there is none."""
     pure = cu.PureCalls(tree)
     edits: list[tuple[cst.CSTNode, object]] = []
     for launch in model_of_tree(tree).launches:
@@ -99,13 +107,14 @@ def _launch_dicts(
         args: list[cst.Arg] = []
         written = False
         for arg in launch.call.args:
-            plan = _plan(launch, arg, pure) if arg.star == "**" else None
+            plan = _plan(launch, arg, pure) if arg.star == "**" or _positional_star(launch, arg) else None
             if plan is None:
                 args.append(arg)
                 continue
             assign, elements = plan
             edits.append((assign, cst.RemoveFromParent()))
-            args += _spliced(launch.call.args, arg, [cu.keyword_arg(key, value) for key, value in elements])
+            new = [cu.keyword_arg(key, value) if key else cst.Arg(value) for key, value in elements]
+            args += _spliced(launch.call.args, arg, new)
             written = True
         if written:
             edits.append((launch.call, launch.call.with_changes(args=args)))
@@ -129,7 +138,7 @@ def _launch_stars(
         args: list[cst.Arg] = []
         written = False
         for arg in launch.call.args:
-            elements = _unpacked(arg, envs) if arg.star == "*" else None
+            elements = _unpacked(arg, envs) if _positional_star(launch, arg) else None
             args += (
                 [arg] if elements is None else _spliced(launch.call.args, arg, [cst.Arg(e) for e in elements])
             )
@@ -137,6 +146,15 @@ def _launch_stars(
         if written:
             edits.append((launch.call, launch.call.with_changes(args=args)))
     return cu.emit(cu.replace(tree, edits), tree) if edits else None
+
+
+def _positional_star(launch: Launch, arg: cst.Arg) -> bool:
+    """Whether `arg` is a `*x` of the launch with no keyword or `**` before it (its elements,
+    written out where it stands, are positional arguments that parse)."""
+    if arg.star != "*":
+        return False
+    before = launch.call.args[: next(i for i, a in enumerate(launch.call.args) if a is arg)]
+    return not any(a.keyword is not None or a.star == "**" for a in before)
 
 
 def _unpacked(arg: cst.Arg, envs: Sequence) -> list[cst.BaseExpression] | None:
@@ -197,7 +215,8 @@ def _plan(
     launch: Launch, arg: cst.Arg, pure: cu.PureCalls
 ) -> tuple[cst.SimpleStatementLine, list[tuple[str, cst.BaseExpression]]] | None:
     """(the statement that binds the dict, its keys and values) when `arg`, a `**d`, can be
-    written out; None otherwise."""
+    written out; for a `*t`, the tuple's statement and its elements, each with no key ("").
+    None otherwise."""
     if not isinstance(arg.value, cst.Name) or launch.line is None:
         return None
     name = arg.value.value
@@ -221,7 +240,8 @@ def _plan(
     if found is None:
         return None
     i, statement = found
-    elements = _elements(statement.body[0].value)
+    value = statement.body[0].value
+    elements = _elements(value) if arg.star == "**" else _tuple_elements(value)
     if elements is None or {k for k, _ in elements} & set(launch.keywords):
         return None
     rebound = {t for s in block.body[i + 1 : at] for t in read.bound_names(s)}
@@ -231,7 +251,7 @@ def _plan(
 
 
 def _binds(statement: cst.BaseStatement, name: str) -> bool:
-    """Whether `statement` is `name = {...}` alone on its line."""
+    """Whether `statement` is `name = ...` alone on its line."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
         return False
     small = statement.body[0]
@@ -254,6 +274,15 @@ def _elements(node: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]] 
             return None
         out.append((key, e.value))
     return out if len({k for k, _ in out}) == len(out) else None
+
+
+def _tuple_elements(node: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]] | None:
+    """("", element) for each element of a tuple or list literal with no starred element."""
+    if not isinstance(node, cst.Tuple | cst.List) or not node.elements:
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in node.elements):
+        return None
+    return [("", e.value) for e in node.elements]
 
 
 def _spliced(args: Sequence[cst.Arg], arg: cst.Arg, new: list[cst.Arg]) -> list[cst.Arg]:
