@@ -831,6 +831,38 @@ def test_the_parents_warps_on_every_call_path_stay_in_the_space() -> None:
     assert warps[:4] == [4, 8, 16, 32]
 
 
+def test_a_block_that_follows_the_row_on_another_call_path_is_tuned(tmp_path) -> None:
+    """q's rows are 64 wide on every case, k's 4096 and 8192: read along q's path alone, the
+    block is one constant and the rule has nothing to tune (it refused); along both, it follows
+    the row, and the space holds each path's own warps."""
+    cases = tuple(
+        CaseShape(i, ((64, 64), (64, k)), ("float32", "float32")) for i, k in enumerate([4096, 8192])
+    )
+    rw = apply_family(Family.LAUNCH_CONFIG, SOFTMAX_TWICE, h.rule_input(cases))
+    assert rw is not None
+    warps = [int(w) for w in re.findall(r"num_warps=(\d+)", rw.source)]
+    assert warps[:3] == [4, 8, 16] and set(warps) == {2, 4, 8, 16}
+    assert 'key=["n_cols", "n_rows"]' in rw.source
+    module = re.sub(r"def get_inputs\(\):.*", QK_INPUTS, rw.source, flags=re.S).replace(
+        "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n",
+        "    def forward(self, q, k):\n        return torch.softmax(q, dim=-1), torch.softmax(k, dim=-1)\n",
+    )
+    h.assert_interp_ok({"qk": module}, tmp_path)
+
+
+QK_INPUTS = """def get_inputs():
+    return [torch.randn(64, 64), torch.randn(64, 4096)]
+
+
+def get_input_cases():
+    return [[torch.randn(64, 64), torch.randn(64, k)] for k in (4096, 8192, 4096, 8192, 4096)]
+
+
+def get_verify_inputs():
+    return [[torch.randn(3, 64), torch.randn(2, 300)], [torch.randn(5, 37), torch.randn(4, 1000)]]
+"""
+
+
 # sglang's KV-buffer writes skip the rows whose location equals a reserved index: a marker in
 # the data, compared with loaded values, not a size
 SENTINEL_KERNEL = """@triton.jit

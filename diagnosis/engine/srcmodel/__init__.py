@@ -157,10 +157,22 @@ class SourceModel:
         self, launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]
     ) -> list[dict[str, Any]]:
         """Per case: kernel parameter -> its value at this launch, where the shapes tell it, else
-        (integers only) where the baseline's recorded launch of this kernel does."""
+        (integers only) where the baseline's recorded launch of this kernel does; along the first
+        call path that reaches the launch."""
+        return self._values(launch, kernel, cases, self.launch_envs(launch, cases))
+
+    def launch_values_per_path(
+        self, launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]
+    ) -> list[list[dict[str, Any]]]:
+        """`launch_values` along each call path that reaches the launch (`launch_envs_per_path`)."""
+        return [self._values(launch, kernel, cases, envs) for envs in self.launch_envs_per_path(launch, cases)]
+
+    def _values(
+        self, launch: Launch, kernel: Kernel, cases: Sequence[CaseShape], envs: list[Evaluator]
+    ) -> list[dict[str, Any]]:
         bound = launch.bound(kernel)
         out = []
-        for ev, case in zip(self.launch_envs(launch, cases), cases, strict=True):
+        for ev, case in zip(envs, cases, strict=True):
             recorded = case.ints(kernel.name)
             vals = {}
             for name, e in bound.items():

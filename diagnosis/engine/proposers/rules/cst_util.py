@@ -138,6 +138,12 @@ def launch_values(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) ->
     return launch.model.launch_values(launch, kernel, cases)
 
 
+def launch_values_every_path(launch: Launch, kernel: Kernel, cases: Sequence[CaseShape]) -> list[dict[str, Any]]:
+    """`launch_values` along every call path that reaches the launch, one after another: what the
+    launch receives over all of them (a helper called for q and again for k), not per case."""
+    return [v for path in launch.model.launch_values_per_path(launch, kernel, cases) for v in path]
+
+
 def launch_locals(launch: Launch, cases: Sequence[CaseShape]) -> list[dict[str, Any]]:
     """Per case: the launching function's known locals just before the launch."""
     return [ev.known() for ev in launch.model.launch_envs(launch, cases)]

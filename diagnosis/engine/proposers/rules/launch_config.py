@@ -844,7 +844,9 @@ def _plan(
     if "?" in stores or ("?" in loads and stores):
         return None  # a write, or a read, whose tensor cannot be told: it may alias anything
     bindings = cu.Bindings(launch.function)
-    values = cu.launch_values(launch, kernel, inp.context.cases)
+    # what the launch receives along every call path (a helper called for q and again for k);
+    # the size dispatch alone reads the first path's values case by case
+    values = cu.launch_values_every_path(launch, kernel, inp.context.cases)
     tuned, names, rowwise = _literal_bindings(launch, kernel, bindings, values)
     # only block sizes are tuned (a constexpr that sizes a tl.arange); flags such as
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
@@ -894,7 +896,7 @@ def _plan(
     if len(configs) < 2:
         return None
     plan.configs = configs
-    _dispatch(plan, inp, values)
+    _dispatch(plan, inp, cu.launch_values(launch, kernel, inp.context.cases))
     if plan.fixed_up_to is not None:
         plan.tuned_name = cu.fresh_name(f"{kernel.name}_tuned", cu.all_names(tree))
 
