@@ -248,6 +248,29 @@ def test_a_local_tuple_becomes_the_arguments_it_holds() -> None:
     assert written_out(listed) == written_out(TUPLE)
 
 
+# ... and sglang's dsv41 window layout passes one such tuple to two kernels
+TWICE = TUPLE.replace(
+    "        scale_rows[(x.shape[0],)](x, out, x.shape[1], *strides, BLOCK=1024)\n",
+    "        scale_rows[(x.shape[0],)](x, out, x.shape[1], *strides, BLOCK=1024)\n"
+    "        twice_rows[(x.shape[0],)](out, out, x.shape[1], *strides, BLOCK=1024)\n",
+).replace(
+    "\n\nclass Model(",
+    "\n\n@triton.jit\ndef twice_rows(x_ptr, out_ptr, n_cols, stride_xm, stride_xn, stride_om, stride_on, BLOCK: tl.constexpr):\n"
+    "    row = tl.program_id(0)\n    cols = tl.arange(0, BLOCK)\n"
+    "    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=cols < n_cols, other=0.0)\n"
+    "    tl.store(out_ptr + row * stride_om + cols * stride_on, x * 2, mask=cols < n_cols)\n\n\nclass Model(",
+)
+
+
+def test_a_tuple_several_launches_unpack_goes_once_each_is_written_out() -> None:
+    every = "x.stride(0), x.stride(1), out.stride(0), out.stride(1)"
+    out = written_out(TWICE)
+    assert out is not None and "strides" not in out and out.count(every) == 2
+    # written out for one kernel only, the tuple stays for the other launch
+    one = written_out(TWICE, kernels={"scale_rows"})
+    assert one is not None and "strides = (" in one and "*strides, BLOCK=1024)" in one and one.count(every) == 2
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -18,7 +18,9 @@ name that a statement between the two binds again, so it is the same value at th
 
 The same holds for a launch's `*t` of a local tuple literal (sglang's `strides = (req.stride(0),
 pos.stride(0), floor_arg.stride(0))` before `k[grid](..., *strides, ...)`): written out, the
-launch passes the tuple's elements, one argument each, where the `*t` stood.
+launch passes the tuple's elements, one argument each, where the `*t` stood. A tuple that the
+`*` of several launches read (sglang passes `*strides` to two kernels) stays until each of them
+is written out.
 
 A `*` written out must not follow a keyword or a `**` in the call: Python binds it ahead of
 them, and its elements written there would no longer parse.
@@ -101,6 +103,9 @@ def _launch_dicts(
     so; None where there is none."""
     pure = cu.PureCalls(tree)
     edits: list[tuple[cst.CSTNode, object]] = []
+    # a tuple several launches unpack (sglang's `*strides` into two kernels) goes once every
+    # one of them is written out; until then it stays for the others
+    left: dict[int, tuple[cst.SimpleStatementLine, int]] = {}
     for launch in model_of_tree(tree).launches:
         if kernels is not None and launch.kernel not in kernels:
             continue
@@ -111,13 +116,15 @@ def _launch_dicts(
             if plan is None:
                 args.append(arg)
                 continue
-            assign, elements = plan
-            edits.append((assign, cst.RemoveFromParent()))
+            assign, elements, readers = plan
+            statement, count = left.get(id(assign), (assign, readers))
+            left[id(assign)] = (statement, count - 1)
             new = [cu.keyword_arg(key, value) if key else cst.Arg(value) for key, value in elements]
             args += _spliced(launch.call.args, arg, new)
             written = True
         if written:
             edits.append((launch.call, launch.call.with_changes(args=args)))
+    edits += [(statement, cst.RemoveFromParent()) for statement, count in left.values() if count == 0]
     return cu.emit(cu.replace(tree, edits), tree) if edits else None
 
 
@@ -213,18 +220,25 @@ def _literal_slice(node: cst.Subscript) -> slice | None:
 
 def _plan(
     launch: Launch, arg: cst.Arg, pure: cu.PureCalls
-) -> tuple[cst.SimpleStatementLine, list[tuple[str, cst.BaseExpression]]] | None:
-    """(the statement that binds the dict, its keys and values) when `arg`, a `**d`, can be
-    written out; for a `*t`, the tuple's statement and its elements, each with no key ("").
-    None otherwise."""
+) -> tuple[cst.SimpleStatementLine, list[tuple[str, cst.BaseExpression]], int] | None:
+    """(the statement that binds the dict, its keys and values, how many arguments read it) when
+    `arg`, a `**d`, can be written out; for a `*t`, the tuple's statement and its elements, each
+    with no key (""). None otherwise."""
     if not isinstance(arg.value, cst.Name) or launch.line is None:
         return None
     name = arg.value.value
     fn = launch.function
     if name in {p.name.value for p in read.params_of(fn)}:
         return None
-    if sum(1 for n in read.walk(fn.body) if isinstance(n, cst.Name) and n.value == name) != 2:
-        return None  # bound once and read once: the assignment's target and the `**`
+    uses = sum(1 for n in read.walk(fn.body) if isinstance(n, cst.Name) and n.value == name)
+    # bound once and read once (the assignment's target and the `**`); a tuple may be read by
+    # the `*` of several launches, and nothing else
+    readers = 1 if arg.star == "**" else sum(
+        1 for n in read.walk(fn.body) if isinstance(n, cst.Arg) and n.star == "*" and isinstance(n.value, cst.Name)
+        and n.value.value == name
+    )
+    if uses != 1 + readers:
+        return None
     block = next(
         (
             b
@@ -247,7 +261,7 @@ def _plan(
     rebound = {t for s in block.body[i + 1 : at] for t in read.bound_names(s)}
     if any(not pure(v) or cu.names_in(v) & rebound for _, v in elements):
         return None
-    return statement, elements
+    return statement, elements, readers
 
 
 def _binds(statement: cst.BaseStatement, name: str) -> bool:
