@@ -9,7 +9,7 @@ import pytest
 
 from diagnosis.engine.proposers.base import CaseShape
 from diagnosis.engine.proposers.rules import cst_util as cu
-from diagnosis.engine.srcmodel import TensorValue, model_of, model_of_tree, read
+from diagnosis.engine.srcmodel import Launch, TensorValue, model_of, model_of_tree, read
 from diagnosis.engine.srcmodel.read import dotted
 from tests.engine import src
 
@@ -863,6 +863,13 @@ def test_a_new_tensors_shape_and_dtype_are_read(dtype: str, expected: str | None
     assert values.get("y_ptr") == (None if expected is None else TensorValue((3, 300, 4), expected))
 
 
+def _run_launch(tail: str) -> Launch:
+    """The launch in `run` of a module of kernel `k` with `tail` after it."""
+    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
+    (launch,) = [lc for lc in model_of(source + "\n\n" + tail).launches if lc.qualname == "run"]
+    return launch
+
+
 KERNEL_ARGS = (
     'def grf(d: dict):\n    d["grf_mode"] = "256"\n\n\n'
     "def run(x, y, n):\n    kw = {}\n    if x.device.type == 'xpu':\n        grf(kw)\n"
@@ -905,45 +912,9 @@ KERNEL_ARGS = (
     ],
 )
 def test_the_keys_a_kwargs_dict_may_pass_are_read(change: tuple[str, str], keys: set[str] | None, hidden: bool) -> None:
-    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
-    source += "\n\n" + KERNEL_ARGS.replace(*change)
-    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
+    launch = _run_launch(KERNEL_ARGS.replace(*change))
     assert launch.star_keys == (None if keys is None else frozenset(keys))
     assert launch.hides_args is hidden and launch.has_star_args
-
-
-# sglang's LoRA kernels: `enable_pdl, pdl_kwargs = get_pdl_launch_metadata()`, a helper that
-# returns the switch and the launch's keywords together
-RETURNED = (
-    "def meta():\n    on = pdl_ok()\n    return on, ({\"launch_pdl\": True} if on else {})\n\n\n"
-    "def run(x, y, n):\n    on, kw = meta()\n    k[(n,)](x, y, n, BLOCK=256, **kw)\n"
-)
-
-
-@pytest.mark.parametrize(
-    ("change", "keys"),
-    [
-        pytest.param(("", ""), {"launch_pdl"}, id="an-element-of-a-returned-tuple"),
-        pytest.param(("    return on, (", "    return False, {}\n    return on, ("), {"launch_pdl"},
-                     id="every-return-counts"),
-        pytest.param(("on, kw = meta()", "kw = meta()[1]"), None, id="a-subscript-of-the-call"),
-        pytest.param(("    on = pdl_ok()\n    return on, ({\"launch_pdl\": True} if on else {})",
-                      "    kw = {}\n    if pdl_ok():\n        kw[\"launch_pdl\"] = True\n    return kw"),
-                     None, id="a-local-dict-returned-unpacked"),
-        pytest.param(("on, kw = meta()", "kw = meta()"), None, id="a-tuple-where-a-dict-is-read"),
-        pytest.param(("    return on, (", "    return on, dict(extra) or ("), None, id="a-dict-of-another"),
-        pytest.param(("def meta():", "def meta(opts):"), {"launch_pdl"}, id="a-helper-with-parameters"),
-        pytest.param(("return on, ({\"launch_pdl\": True} if on else {})", "return on, opts"),
-                     None, id="a-global-returned"),
-        pytest.param(("on, kw = meta()", "*rest, kw = meta()"), None, id="a-starred-unpacking"),
-        pytest.param(("def meta():", "def other():"), None, id="no-such-function"),
-    ],
-)
-def test_the_keys_a_helper_returns_are_read(change: tuple[str, str], keys: set[str] | None) -> None:
-    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
-    source += "\n\n" + RETURNED.replace(*change)
-    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
-    assert launch.star_keys == (None if keys is None else frozenset(keys))
 
 
 @pytest.mark.parametrize(
@@ -964,14 +935,20 @@ def test_the_keys_a_helper_returns_are_read(change: tuple[str, str], keys: set[s
     ],
 )
 def test_the_keys_of_a_dict_a_helper_returns_in_the_launch_are_read(helper: str, keys: set[str] | None) -> None:
-    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
-    source += f"\n\ndef opts():\n{helper}\n\n\ndef run(x, y, n):\n    k[(n,)](x, y, n, BLOCK=256, **opts())\n"
-    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
-    assert launch.star_keys == (None if keys is None else frozenset(keys))
+    tail = f"def opts():\n{helper}\n\n\ndef run(x, y, n):\n    k[(n,)](x, y, n, BLOCK=256, **opts())\n"
+    expected = None if keys is None else frozenset(keys)
+    assert _run_launch(tail).star_keys == expected
     # a helper's call in a local: the same keys
-    local = source.replace("**opts())", "**kw)").replace("def run(x, y, n):\n", "def run(x, y, n):\n    kw = opts()\n")
-    (launch,) = [lc for lc in model_of(local).launches if lc.qualname == "run"]
-    assert launch.star_keys == (None if keys is None else frozenset(keys))
+    local = tail.replace("**opts())", "**kw)").replace("def run(x, y, n):\n", "def run(x, y, n):\n    kw = opts()\n")
+    assert _run_launch(local).star_keys == expected
+
+
+# sglang's LoRA kernels: `enable_pdl, pdl_kwargs = get_pdl_launch_metadata()`, a helper that
+# returns the switch and the launch's keywords together
+RETURNED = (
+    "def meta():\n    on = pdl_ok()\n    return on, ({\"launch_pdl\": True} if on else {})\n\n\n"
+    "def run(x, y, n):\n    on, kw = meta()\n    k[(n,)](x, y, n, BLOCK=256, **kw)\n"
+)
 
 
 # sglang's attention kernels pass `**_AMD_LAUNCH_KWARGS`, a module-level dict
@@ -982,31 +959,44 @@ GLOBAL_KW = (
 
 
 @pytest.mark.parametrize(
-    ("change", "keys"),
+    ("template", "change", "keys"),
     [
-        pytest.param(("", ""), {"waves_per_eu"}, id="a-conditional-literal"),
-        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n',
+        pytest.param(RETURNED, ("", ""), {"launch_pdl"}, id="an-element-of-a-returned-tuple"),
+        pytest.param(RETURNED, ("    return on, (", "    return False, {}\n    return on, ("), {"launch_pdl"},
+                     id="every-return-counts"),
+        pytest.param(RETURNED, ("on, kw = meta()", "kw = meta()[1]"), None, id="a-subscript-of-the-call"),
+        pytest.param(RETURNED, ("    on = pdl_ok()\n    return on, ({\"launch_pdl\": True} if on else {})",
+                      "    kw = {}\n    if pdl_ok():\n        kw[\"launch_pdl\"] = True\n    return kw"),
+                     None, id="a-local-dict-returned-unpacked"),
+        pytest.param(RETURNED, ("on, kw = meta()", "kw = meta()"), None, id="a-tuple-where-a-dict-is-read"),
+        pytest.param(RETURNED, ("    return on, (", "    return on, dict(extra) or ("), None, id="a-dict-of-another"),
+        pytest.param(RETURNED, ("def meta():", "def meta(opts):"), {"launch_pdl"}, id="a-helper-with-parameters"),
+        pytest.param(RETURNED, ("return on, ({\"launch_pdl\": True} if on else {})", "return on, opts"),
+                     None, id="a-global-returned"),
+        pytest.param(RETURNED, ("on, kw = meta()", "*rest, kw = meta()"), None, id="a-starred-unpacking"),
+        pytest.param(RETURNED, ("def meta():", "def other():"), None, id="no-such-function"),
+        pytest.param(GLOBAL_KW, ("", ""), {"waves_per_eu"}, id="a-conditional-literal"),
+        pytest.param(GLOBAL_KW, ('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n',
                       'if IS_HIP:\n    LAUNCH_KW = {"waves_per_eu": 4}\nelse:\n    LAUNCH_KW = dict(num_stages=1)\n'),
                      {"waves_per_eu", "num_stages"}, id="bound-in-each-branch-of-an-if"),
-        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n',
+        pytest.param(GLOBAL_KW, ('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n',
                       'try:\n    LAUNCH_KW = {"waves_per_eu": 4}\nexcept ImportError:\n    LAUNCH_KW = {}\n'),
                      {"waves_per_eu"}, id="bound-under-try"),
-        pytest.param(("\n\n\ndef run", '\nLAUNCH_KW["num_warps"] = 8\n\n\ndef run'), None, id="filled-at-the-module-level"),
-        pytest.param(("    k[(n,)]", "    LAUNCH_KW.update(num_warps=8)\n    k[(n,)]"), None, id="updated-in-a-function"),
-        pytest.param(("def run(x, y, n):\n", "def run(x, y, n):\n    global LAUNCH_KW\n"), None, id="declared-global"),
-        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n', "from elsewhere import LAUNCH_KW\n"),
+        pytest.param(GLOBAL_KW, ("\n\n\ndef run", '\nLAUNCH_KW["num_warps"] = 8\n\n\ndef run'), None, id="filled-at-the-module-level"),
+        pytest.param(GLOBAL_KW, ("    k[(n,)]", "    LAUNCH_KW.update(num_warps=8)\n    k[(n,)]"), None, id="updated-in-a-function"),
+        pytest.param(GLOBAL_KW, ("def run(x, y, n):\n", "def run(x, y, n):\n    global LAUNCH_KW\n"), None, id="declared-global"),
+        pytest.param(GLOBAL_KW, ('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n', "from elsewhere import LAUNCH_KW\n"),
                      None, id="imported"),
-        pytest.param(('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n', "LAUNCH_KW = make()\n"), None,
+        pytest.param(GLOBAL_KW, ('LAUNCH_KW = {"waves_per_eu": 4} if IS_HIP else {}\n', "LAUNCH_KW = make()\n"), None,
                      id="bound-to-an-unread-call"),
-        pytest.param(("    k[(n,)]", '    LAUNCH_KW = {"num_warps": 8}\n    k[(n,)]'), {"num_warps"},
+        pytest.param(GLOBAL_KW, ("    k[(n,)]", '    LAUNCH_KW = {"num_warps": 8}\n    k[(n,)]'), {"num_warps"},
                      id="a-local-shadows-it"),
     ],
 )
-def test_the_keys_of_a_module_level_dict_are_read(change: tuple[str, str], keys: set[str] | None) -> None:
-    source = module("import torch\nimport triton\nimport triton.language as tl", "@triton.jit", "tl.constexpr")
-    source += "\n\n" + GLOBAL_KW.replace(*change)
-    (launch,) = [lc for lc in model_of(source).launches if lc.qualname == "run"]
-    assert launch.star_keys == (None if keys is None else frozenset(keys))
+def test_the_keys_of_a_dict_a_helper_returns_or_the_module_binds_are_read(
+    template: str, change: tuple[str, str], keys: set[str] | None
+) -> None:
+    assert _run_launch(template.replace(*change)).star_keys == (None if keys is None else frozenset(keys))
 
 
 def test_one_parse_per_text_and_per_tree() -> None:
