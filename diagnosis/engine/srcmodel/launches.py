@@ -226,45 +226,28 @@ def _updated_keys(node: cst.CSTNode, name: str, module: cst.Module | None, depth
 
 def _global_keys(name: str, module: cst.Module | None, depth: int) -> set[str] | None:
     """The keys of a module-level dict `name` (sglang's `_AMD_LAUNCH_KWARGS = {...} if _IS_HIP
-    else {}`): bound at the module's level only, in any branch, to what `_literal_keys` reads,
-    and used nowhere but as `**name`. None for anything else (filled or updated anywhere, bound
-    in a function by `global`, imported)."""
+    else {}`): bound at the module's level only, in any branch, by `name = ...` of what
+    `_literal_keys` reads, and used nowhere but as `**name`. None for anything else (filled or
+    updated anywhere, bound in a function by `global`, imported, annotated)."""
     if module is None:
         return None
     keys: set[str] = set()
-    bindings = 0
-    blocks = [module.body]
-    while blocks:
-        for st in blocks.pop():
-            if isinstance(st, cst.If | cst.Try | cst.With):
-                blocks.extend(_blocks_of(st))
-            elif isinstance(st, cst.SimpleStatementLine):
-                for small in st.body:
-                    if not isinstance(small, cst.Assign):
-                        continue
-                    if not any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
-                        continue
-                    found = _literal_keys(small.value, module, depth + 1) if len(small.targets) == 1 else None
-                    if found is None:
-                        return None
-                    keys |= found
-                    bindings += 1
-    if not bindings:
-        return None
-    stars = sum(1 for n in read.walk(module) if isinstance(n, cst.Arg) and n.star == "**"
-                and isinstance(n.value, cst.Name) and n.value.value == name)
-    every = sum(1 for n in read.walk(module) if isinstance(n, cst.Name) and n.value == name)
-    return keys if bindings + stars == every else None
-
-
-def _blocks_of(st: cst.If | cst.Try | cst.With) -> list[list[cst.BaseStatement]]:
-    """The statement lists of every branch of a module-level `if`, `try` or `with`."""
-    suites: list[cst.BaseSuite] = [st.body]
-    if isinstance(st, cst.If) and st.orelse is not None:
-        suites.append(st.orelse.body if isinstance(st.orelse, cst.Else) else cst.IndentedBlock([st.orelse]))
-    if isinstance(st, cst.Try):
-        suites += [h.body for h in st.handlers] + [b.body for b in (st.orelse, st.finalbody) if b is not None]
-    return [read.statements(b) for b in suites]
+    bindings = [st for st in read.every_module_statement(module) if name in read.binds(st)]
+    for st in bindings:
+        small = st.body[0] if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        found = _literal_keys(small.value, module, depth + 1)
+        if found is None:
+            return None
+        keys |= found
+    stars = every = 0
+    for n in read.walk(module):
+        if isinstance(n, cst.Name) and n.value == name:
+            every += 1
+        elif isinstance(n, cst.Arg) and n.star == "**" and isinstance(n.value, cst.Name) and n.value.value == name:
+            stars += 1
+    return keys if bindings and len(bindings) + stars == every else None
 
 
 def _literal_keys(node: cst.BaseExpression, module: cst.Module | None = None, depth: int = 0) -> set[str] | None:
@@ -323,7 +306,8 @@ def _returned_keys(call: cst.BaseExpression, at: int | None, module: cst.Module 
     fn = _module_def(module, read.literal(call.func))
     if fn is None:
         return None
-    returns = [n for n in read.walk(fn.body) if isinstance(n, cst.Return) and _own(fn, n)]
+    # its own returns, not those of a function or lambda nested in it
+    returns = [n for n in read.walk(fn.body, prune=(cst.FunctionDef, cst.Lambda)) if isinstance(n, cst.Return)]
     if not returns:
         return None
     keys: set[str] = set()
@@ -342,12 +326,6 @@ def _returned_keys(call: cst.BaseExpression, at: int | None, module: cst.Module 
             return None
         keys |= found
     return keys
-
-
-def _own(fn: cst.FunctionDef, node: cst.CSTNode) -> bool:
-    """Whether `node` belongs to `fn` itself, not to a function or lambda nested in it."""
-    nested = [n for n in read.walk(fn.body) if isinstance(n, cst.FunctionDef | cst.Lambda)]
-    return not any(node is m for d in nested for m in read.walk(d))
 
 
 def _helper_keys(call: cst.Call, at: list[int], module: cst.Module) -> set[str] | None:

@@ -12,7 +12,7 @@ import libcst as cst
 
 from diagnosis.engine.srcmodel.names import Names, active
 from diagnosis.engine.srcmodel.nodes import children, walk  # noqa: F401 (read.walk, read.children)
-from diagnosis.engine.srcmodel.scope import module_statements, statements  # noqa: F401 (read.*)
+from diagnosis.engine.srcmodel.scope import binds, every_module_statement, module_statements, statements  # noqa: F401 (read.*)
 
 
 def code(node: cst.CSTNode) -> str:

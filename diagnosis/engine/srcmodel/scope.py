@@ -19,15 +19,18 @@ def module_statements(tree: cst.Module) -> list[cst.BaseStatement]:
     `if` branch (a version check's new path) or the `try` body with its `else` (the import that
     succeeded): a statement of a later alternative that binds a name an earlier alternative
     binds is left out, and one that binds no name of theirs is kept."""
-    out: list[cst.BaseStatement] = []
-    for st in tree.body:
-        out.extend(_run_at_import(st))
-    return out
+    return [s for st in tree.body for s in _run_at_import(st)]
 
 
-def _run_at_import(st: cst.BaseStatement) -> list[cst.BaseStatement]:
+def every_module_statement(tree: cst.Module) -> list[cst.BaseStatement]:
+    """`module_statements` with every alternative kept: each statement that may run at import,
+    whichever branch of an `if` or `try` runs (a name bound in two branches, twice)."""
+    return [s for st in tree.body for s in _run_at_import(st, every=True)]
+
+
+def _run_at_import(st: cst.BaseStatement, every: bool = False) -> list[cst.BaseStatement]:
     if isinstance(st, cst.With):
-        return [s for inner in statements(st.body) for s in _run_at_import(inner)]
+        return [s for inner in statements(st.body) for s in _run_at_import(inner, every)]
     alternatives: list[cst.BaseSuite] = []
     always: list[cst.BaseSuite] = []
     if isinstance(st, cst.If):
@@ -46,10 +49,10 @@ def _run_at_import(st: cst.BaseStatement) -> list[cst.BaseStatement]:
     out: list[cst.BaseStatement] = []
     taken: set[str] = set()
     for block in alternatives:
-        kept = [s for inner in statements(block) for s in _run_at_import(inner) if not binds(s) & taken]
+        kept = [s for inner in statements(block) for s in _run_at_import(inner, every) if every or not binds(s) & taken]
         out.extend(kept)
         taken |= {name for s in kept for name in binds(s)}
-    return out + [s for block in always for inner in statements(block) for s in _run_at_import(inner)]
+    return out + [s for block in always for inner in statements(block) for s in _run_at_import(inner, every)]
 
 
 def binds(st: cst.BaseStatement) -> set[str]:

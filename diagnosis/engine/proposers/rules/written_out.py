@@ -230,13 +230,15 @@ def _plan(
     fn = launch.function
     if name in {p.name.value for p in read.params_of(fn)}:
         return None
-    uses = sum(1 for n in read.walk(fn.body) if isinstance(n, cst.Name) and n.value == name)
     # bound once and read once (the assignment's target and the `**`); a tuple may be read by
     # the `*` of several launches, and nothing else
-    readers = 1 if arg.star == "**" else sum(
-        1 for n in read.walk(fn.body) if isinstance(n, cst.Arg) and n.star == "*" and isinstance(n.value, cst.Name)
-        and n.value.value == name
-    )
+    uses = stars = 0
+    for n in read.walk(fn.body):
+        if isinstance(n, cst.Name) and n.value == name:
+            uses += 1
+        elif isinstance(n, cst.Arg) and n.star == "*" and isinstance(n.value, cst.Name) and n.value.value == name:
+            stars += 1
+    readers = 1 if arg.star == "**" else stars
     if uses != 1 + readers:
         return None
     block = next(
