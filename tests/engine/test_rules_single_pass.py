@@ -101,6 +101,12 @@ class ModelNew:
         return out
 '''
 
+# sglang's temperature softmax: each pass scales what it loads in place, so a later pass's load
+# is no repeat of the first (its name holds the scaled row by then): read once all the same,
+# and scaled once
+SCALED = SOFTMAX.replace('other=float("-inf"))\n', 'other=float("-inf"))\n        x = x * 0.5\n').replace(
+    "torch.softmax(x, dim=-1)", "torch.softmax(x * 0.5, dim=-1)"
+)
 STORE_BETWEEN = SOFTMAX.replace(
     "        denom += tl.sum(tl.exp(x - row_max), axis=0)\n",
     "        denom += tl.sum(tl.exp(x - row_max), axis=0)\n        tl.store(out_row + cols, x, mask=cols < n_cols)\n",
@@ -157,6 +163,14 @@ FIX = [
          # read again after the store: it may see what the store wrote
          '    mask = cols < n_cols\n    x = tl.load(x_row + cols, mask=mask, other=float("-inf"))\n'],
         id="no-merge-across-a-store",
+    ),
+    pytest.param(
+        SCALED,
+        1,
+        ['    x_vals = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n    x = x_vals * 0.5\n',
+         # the later passes' `x = x_vals * 0.5` is what x holds already
+         "    denom = 0.0\n    denom += tl.sum(", "    mask = cols < n_cols\n    tl.store("],
+        id="a-pass-scales-what-it-loads-in-place",
     ),
 ]
 
@@ -227,8 +241,10 @@ def test_single_pass_modules_are_correct(tmp_path: Path) -> None:
     assert single is not None
     tuned = apply_family(Family.LAUNCH_CONFIG, single.source, h.rule_input())
     assert tuned is not None
+    scaled = apply_family(Family.SINGLE_PASS, SCALED, h.rule_input())
+    assert scaled is not None
     paths = []
-    for name, text in (("single.py", single.source), ("single_tuned.py", tuned.source)):
+    for name, text in (("single.py", single.source), ("single_tuned.py", tuned.source), ("scaled.py", scaled.source)):
         path = tmp_path / name
         path.write_text(text)
         paths.append(path)

@@ -71,6 +71,9 @@ def _single_pass_kernel(kernel: cu.Kernel, loops: list[cst.For], new_name: str) 
     before = sum(1 for st in flat for n in cu.walk(st) if cu.is_call(n, "tl.load"))
     merged, _ = tidy.merge_loads(tidy.drop_repeats(flat), cu.all_names(kernel.node) | set(kernel.params))
     body = tidy.propagate_copies(tidy.drop_repeats(merged), set(kernel.params), [kernel.node])
+    # a pass that scaled what it loaded in place recomputes, once the copies are folded, what its
+    # name still holds (`x = x_vals * 0.5` again): kept once
+    body = tidy.drop_repeats(body)
     removed = before - sum(1 for st in body for n in cu.walk(st) if cu.is_call(n, "tl.load"))
     fn = kernel.node.with_changes(
         name=cst.Name(new_name),
