@@ -17,6 +17,11 @@ def with_options(options: str) -> str:
     return MATMUL.replace(LAUNCH, LAUNCH.rstrip("\n") + f" {options}\n")
 
 
+def with_local(binding: str, options: str) -> str:
+    """The launch's options read a local that `binding` (statements above the grid) binds."""
+    return with_options(options).replace("        grid = (", f"{binding}        grid = (")
+
+
 FIX = [
     pytest.param(with_options("num_stages=1,"), ["BLOCK_K=32, num_stages=3,\n"], id="stages-literal"),
     pytest.param(
@@ -34,6 +39,19 @@ FIX = [
         ),
         ["triton.Config({}, num_warps=8, num_stages=3), triton.Config({}, num_warps=4)"],
         id="autotune-configs",
+    ),
+    # sglang's extend attention: `num_stages = 1` above the launch, read by it alone; the
+    # literal changes, so the launch stays as written and no local is left unread
+    pytest.param(
+        with_local("        num_stages = 1\n", "num_stages=num_stages,"),
+        ["        num_stages = 3\n        grid = (", "BLOCK_K=32, num_stages=num_stages,\n"],
+        id="stages-in-a-local-read-by-the-launch-alone",
+    ),
+    # read elsewhere too: the launch's keyword changes, the local stays for its other reader
+    pytest.param(
+        with_local("        num_stages = 1\n        assert num_stages > 0\n", "num_stages=num_stages,"),
+        ["        num_stages = 1\n", "BLOCK_K=32, num_stages=3,\n"],
+        id="stages-in-a-local-read-elsewhere-too",
     ),
 ]
 

@@ -3,7 +3,9 @@
 Matches a kernel that calls `tl.dot` inside a loop and is launched (or autotuned) with
 `num_stages` of 1 or 2, or with `num_warps` of 1 or 2. The launch keyword (or each autotune
 config's) becomes `num_stages=3` / `num_warps=4`. Values are read from literals, from locals
-or module constants bound once to a literal; anything else is left alone.
+or module constants bound once to a literal; anything else is left alone. A local bound once
+to the literal and read by the launch alone (sglang's `num_stages = 1` above its launch) has
+its literal changed instead: the smallest diff, and no local left unread.
 
 Correct by construction: `num_stages` and `num_warps` are compile options, not semantics; the
 kernel computes the same values with any of them. Only the schedule changes: with 3 stages
@@ -13,6 +15,7 @@ wgmma runs, which needs the loads to qualify (16-byte aligned, divisible strides
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import libcst as cst
@@ -39,7 +42,11 @@ def _dot_in_loop(kernel: cu.Kernel) -> bool:
     )
 
 
-def _fix_args(args: list[cst.Arg], value_of: Any) -> tuple[list[tuple[cst.CSTNode, Any]], list[str]]:
+def _fix_args(
+    args: list[cst.Arg], value_of: Any, site_of: Any = lambda node: node
+) -> tuple[list[tuple[cst.CSTNode, Any]], list[str]]:
+    """The edits that raise the arguments' stages and warps; `site_of` says which node holds
+    an argument's value (the argument itself, or the literal of the local it reads)."""
     edits: list[tuple[cst.CSTNode, Any]] = []
     notes: list[str] = []
     for a in args:
@@ -47,12 +54,21 @@ def _fix_args(args: list[cst.Arg], value_of: Any) -> tuple[list[tuple[cst.CSTNod
             continue
         v = value_of(a.value)
         if a.keyword.value == "num_stages" and v is not None and v < STAGES:
-            edits.append((a.value, cst.Integer(str(STAGES))))
+            edits.append((site_of(a.value), cst.Integer(str(STAGES))))
             notes.append(f"num_stages {v} -> {STAGES}")
         elif a.keyword.value == "num_warps" and v is not None and v < WARPS:
-            edits.append((a.value, cst.Integer(str(WARPS))))
+            edits.append((site_of(a.value), cst.Integer(str(WARPS))))
             notes.append(f"num_warps {v} -> {WARPS}")
     return edits, notes
+
+
+def _literal_site(node: cst.BaseExpression, bindings: cu.Bindings, reads: Counter[str]) -> cst.BaseExpression:
+    """The int literal of `name = <literal>` where `node` is that name, bound once and read
+    nowhere else in the launching function; else `node`."""
+    b = bindings.single(node.value) if isinstance(node, cst.Name) else None
+    if b is None or cu.int_literal(b.value) is None or reads[node.value] != 1:
+        return node
+    return b.value
 
 
 @transform(Family.PIPELINING)
@@ -82,7 +98,12 @@ def pipeline_dot_loops(source: str, inp: RuleInput) -> Rewrite | None:
                     what += w
         for lc in (lc for lc in launches if lc.kernel == k.name):
             wb = cu.Bindings(lc.function)
-            e, w = _fix_args(list(lc.call.args), lambda x, wb=wb: _value(x, wb, consts))
+            reads = cu.name_loads(lc.function.body, wb.target_ids)
+            e, w = _fix_args(
+                list(lc.call.args),
+                lambda x, wb=wb: _value(x, wb, consts),
+                lambda x, wb=wb, reads=reads: _literal_site(x, wb, reads),
+            )
             found += e
             what += w
         if found:
