@@ -1245,6 +1245,20 @@ STYLES = [
            ["triton.Config({}, num_warps=16)", "    BLOCK_SIZE, _ = calculate_settings(n_cols)\n",
             "        BLOCK_SIZE=BLOCK_SIZE,\n        n_rows=n_rows,\n    )"],
            ["num_warps=num_warps"], id="calculate-settings-block-tunes-the-warps"),
+    # sglang's MXFP8 GEMM: block and warps bound together from a tuple; the warps go, the block stays
+    st.row(st.source("softmax_liger.py").replace(
+               "    BLOCK_SIZE, num_warps = calculate_settings(n_cols)\n",
+               "    BLOCK_SIZE, num_warps = triton.next_power_of_2(n_cols), 4\n"),
+           "softmax_liger.py", ["triton.Config({}, num_warps=16)", "    BLOCK_SIZE = triton.next_power_of_2(n_cols)\n"],
+           ["    BLOCK_SIZE, num_warps = ", "num_warps=num_warps"], id="warps-unpacked-from-a-tuple-beside-the-block"),
+    # sglang's MLA decode: three from one tuple, two of them still read
+    st.row(st.source("softmax_liger.py").replace(
+               "    BLOCK_SIZE, num_warps = calculate_settings(n_cols)\n",
+               "    BLOCK_SIZE, num_warps, rows = (\n        triton.next_power_of_2(n_cols),\n        4,\n        n_rows,\n    )\n")
+           .replace("_softmax_single_block_forward_kernel[(n_rows,)](", "_softmax_single_block_forward_kernel[(rows,)]("),
+           "softmax_liger.py",
+           ["    BLOCK_SIZE, rows = (\n        triton.next_power_of_2(n_cols),\n        n_rows,\n    )\n"],
+           ["num_warps=num_warps", "        4,\n"], id="two-of-three-unpacked-names-stay"),
     st.row(st.source("softmax_online.py"), "softmax_online.py",
            ['triton.Config({"TILE_N": 256}, num_warps=4)', "softmax_kernel_inner[grid](out, x, M, N)\n"],
            ["TILE_N = 256"], id="tile-by-position-in-a-with-block"),

@@ -840,20 +840,24 @@ PURE_CALLS = frozenset({"triton.cdiv", "cdiv", "triton.next_power_of_2", "min", 
 def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]) -> cst.Module:
     """Drop `name = <pure value>` statements of the launching functions whose names nothing
     reads any more: those in `candidates` (e.g. `BLOCK_SIZE = 1024`, `grid = (...)`), then the
-    locals only those statements read. An `if` whose test is pure and whose branches lose every
+    locals only those statements read. Of `a, b = x, y` only the unread name and its value go
+    (`BLOCK_N, num_warps = 64, 4` -> `BLOCK_N = 64`). An `if` whose test is pure and whose branches lose every
     statement goes whole (with the comment above it); an `else` that loses every statement goes;
     a block that would be left empty otherwise keeps its statements."""
     pure = PureCalls(tree)
     drop: set[int] = set()
     unread: set[int] = set()
+    partial: dict[int, set[str]] = {}
     functions = {id(lc.function): lc.function for lc in find_launches(tree, kernels)}
     for fn in functions.values():
         bindings = Bindings(fn)
         reads = name_loads(fn.body, bindings.target_ids)
         for st in walk(fn.body):  # `BLOCK_SIZE, num_warps = calculate_settings(n)`: the call stays, `_` takes what goes
             unread |= {id(n) for n in _unpacked_names(st) if n.value in candidates and reads[n.value] == 0}
-        drop |= _DeadStatements(fn, bindings, reads, candidates, pure).settle()
-    return tree.visit(_Prune(drop, unread)) if drop or unread else tree
+        dead = _DeadStatements(fn, bindings, reads, candidates, pure)
+        drop |= dead.settle()
+        partial.update(dead.partial)
+    return tree.visit(_Prune(drop, unread, partial)) if drop or unread or partial else tree
 
 
 def drop_dead(fn: cst.FunctionDef, pure: Callable[[cst.CSTNode], bool]) -> cst.FunctionDef:
@@ -861,8 +865,9 @@ def drop_dead(fn: cst.FunctionDef, pure: Callable[[cst.CSTNode], bool]) -> cst.F
     their values only compute: a kernel copy whose stores a rewrite took out."""
     bindings = Bindings(fn)
     names = set(bindings.by_name) - set(bindings.params)
-    drop = _DeadStatements(fn, bindings, name_loads(fn.body, bindings.target_ids), names, pure).settle()
-    return fn.visit(_Prune(drop, set())) if drop else fn
+    dead = _DeadStatements(fn, bindings, name_loads(fn.body, bindings.target_ids), names, pure)
+    drop = dead.settle()
+    return fn.visit(_Prune(drop, set(), dead.partial)) if drop or dead.partial else fn
 
 
 class _DeadStatements:
@@ -875,6 +880,7 @@ class _DeadStatements:
         self.fn, self.bindings, self.reads0, self.candidates, self.pure = fn, bindings, reads, candidates, pure
         self.statements = [n for n in walk(fn.body) if isinstance(n, (cst.SimpleStatementLine, cst.If))]
         self.pinned: set[int] = set()
+        self.partial: dict[int, set[str]] = {}  # `a, b = x, y` -> the names (with their values) that go
 
     def settle(self) -> set[int]:
         while True:
@@ -883,7 +889,8 @@ class _DeadStatements:
                        and all(id(s) in drop for s in b.body)]  # fmt: skip
             # a name keeps all its bindings or none (`x = 0` gone under a kept `x += 1`)
             halves = [bs for bs in self.bindings.by_name.values()
-                      if len({id(b.statement) in drop for b in bs}) == 2]  # fmt: skip
+                      if len({id(b.statement) in drop or b.name in self.partial.get(id(b.statement), ())
+                              for b in bs}) == 2]  # fmt: skip
             if not emptied and not halves:
                 return drop
             self.pinned |= {id(b.statement) for bs in halves for b in bs}
@@ -904,19 +911,45 @@ class _DeadStatements:
 
     def _fixed_point(self) -> set[int]:
         reads, dead, drop = Counter(self.reads0), set(self.candidates), set()
+        self.partial = {}
         changed = True
         while changed:
             changed = False
             for st in self.statements:
-                if id(st) in drop or id(st) in self.pinned or not self._goes(st, reads, dead, drop):
+                if id(st) in drop or id(st) in self.pinned:
+                    continue
+                if not self._goes(st, reads, dead, drop):
+                    gone = self._unpacked_going(st, reads, dead)
+                    if gone:
+                        changed = True
+                        self.partial.setdefault(id(st), set()).update(name for name, _ in gone)
+                        for _, value in gone:
+                            self._unread(value, reads, dead)
                     continue
                 drop.add(id(st))
+                self.partial.pop(id(st), None)
                 changed = True
-                for name, n in name_loads(st.test if isinstance(st, cst.If) else st, self.bindings.target_ids).items():
-                    reads[name] -= n
-                    if reads[name] == 0 and name in self.bindings.by_name:
-                        dead.add(name)
+                self._unread(st.test if isinstance(st, cst.If) else st, reads, dead)
         return drop
+
+    def _unread(self, node: cst.CSTNode, reads: Counter[str], dead: set[str]) -> None:
+        for name, n in name_loads(node, self.bindings.target_ids).items():
+            reads[name] -= n
+            if reads[name] == 0 and name in self.bindings.by_name:
+                dead.add(name)
+
+    def _unpacked_going(
+        self, st: cst.CSTNode, reads: Counter[str], dead: set[str]
+    ) -> list[tuple[str, cst.BaseExpression]]:
+        """The (name, value) pairs of `a, b = x, y` that go and have not gone yet, where some of
+        its names stay: unread names whose values only compute."""
+        if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and _tuple_assign(st.body[0])):
+            return []
+        pairs = simple_assigns(st)
+        if len(pairs) != len(_all_targets(st.body[0])):
+            return []
+        done = self.partial.get(id(st), set())
+        return [(n, v) for n, v in pairs if n not in done and n in dead and reads[n] == 0 and self.pure(v)]
 
     def _goes(self, st: cst.CSTNode, reads: Counter[str], dead: set[str], drop: set[int]) -> bool:
         if isinstance(st, cst.If):
@@ -938,15 +971,20 @@ class _Prune(cst.CSTTransformer):
     """Remove the statements `_DeadStatements` chose (an `if` keeps what its branches keep) and
     write `_` for the unpacked names nothing reads."""
 
-    def __init__(self, drop: set[int], unread: set[int]) -> None:
-        self.drop, self.unread = drop, unread
+    def __init__(self, drop: set[int], unread: set[int], partial: dict[int, set[str]] | None = None) -> None:
+        self.drop, self.unread, self.partial = drop, unread, partial or {}
         self.elifs: set[int] = set()
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
         return cst.Name("_") if id(original) in self.unread else updated
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine) -> Any:
-        return cst.RemoveFromParent() if id(original) in self.drop else updated
+        if id(original) in self.drop:
+            return cst.RemoveFromParent()
+        going = self.partial.get(id(original))
+        if going and len(updated.body) == 1 and _tuple_assign(updated.body[0]):
+            return updated.with_changes(body=[_without_elements(updated.body[0], going)])
+        return updated
 
     def leave_If(self, original: cst.If, updated: cst.If) -> Any:
         orelse = original.orelse
@@ -959,6 +997,38 @@ class _Prune(cst.CSTTransformer):
     def visit_If(self, node: cst.If) -> None:
         if isinstance(node.orelse, cst.If):
             self.elifs.add(id(node.orelse))
+
+
+def _tuple_assign(small: cst.CSTNode) -> bool:
+    """`a, b = x, y`: one target, a tuple of names, and a tuple value as long."""
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+        return False
+    target, value = small.targets[0].target, small.value
+    return (
+        isinstance(target, cst.Tuple)
+        and isinstance(value, cst.Tuple)
+        and len(target.elements) == len(value.elements)
+        and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements)
+        and all(isinstance(e, cst.Element) for e in value.elements)
+    )
+
+
+def _without_elements(small: cst.Assign, names: set[str]) -> cst.Assign:
+    """`a, b = x, y` without the names in `names` and their values; `a = x` where one is left."""
+    target, value = small.targets[0].target, small.value
+    assert isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple)
+    kept = [(t, v) for t, v in zip(target.elements, value.elements, strict=True) if t.value.value not in names]
+    if len(kept) == 1:
+        return small.with_changes(targets=[small.targets[0].with_changes(target=kept[0][0].value)], value=kept[0][1].value)
+
+    def tup(node: cst.Tuple, elements: list[cst.BaseElement]) -> cst.Tuple:
+        last = elements[-1].with_changes(comma=node.elements[-1].comma)
+        return node.with_changes(elements=[*elements[:-1], last])
+
+    return small.with_changes(
+        targets=[small.targets[0].with_changes(target=tup(target, [t for t, _ in kept]))],
+        value=tup(value, [v for _, v in kept]),
+    )
 
 
 def _unpacked_names(st: cst.BaseStatement) -> list[cst.Name]:
