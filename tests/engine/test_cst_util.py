@@ -88,3 +88,33 @@ def _launched_with(call_text: str, drop: list[str], add: dict[str, str]) -> str:
 )  # fmt: skip
 def test_drop_args_keeps_the_calls_layout(call_text: str, drop: list[str], add: dict[str, str], expected: str) -> None:
     assert _launched_with(call_text, drop, add) == expected
+
+
+DEAD = """def k(x_ptr, y_ptr, n):
+    v = n * 2
+    a, b = n, v
+    c = a
+    tl.store(y_ptr, v)
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        # b goes first (its value's read of v released), then a with c: the tuple goes whole,
+        # and v, which the store still reads, stays
+        pytest.param(DEAD, "def k(x_ptr, y_ptr, n):\n    v = n * 2\n    tl.store(y_ptr, v)\n", id="whole-after-part"),
+        pytest.param(DEAD.replace("    c = a\n", "    tl.store(x_ptr, a)\n"),
+                     "def k(x_ptr, y_ptr, n):\n    v = n * 2\n    a = n\n    tl.store(x_ptr, a)\n    tl.store(y_ptr, v)\n",
+                     id="one-name-left"),
+        pytest.param(DEAD.replace("a, b = n, v", "a, b, d = n, v, n + 1").replace("    c = a\n", "    tl.store(x_ptr, a + d)\n"),
+                     "def k(x_ptr, y_ptr, n):\n    v = n * 2\n    a, d = n, n + 1\n    tl.store(x_ptr, a + d)\n"
+                     "    tl.store(y_ptr, v)\n",
+                     id="two-names-left"),
+    ],
+)  # fmt: skip
+def test_drop_dead_takes_the_unread_names_out_of_a_tuple_assignment(before: str, expected: str) -> None:
+    fn = cst.parse_module(before).body[0]
+    assert isinstance(fn, cst.FunctionDef)
+    out = cu.drop_dead(fn, lambda node: not any(cu.is_call(n, "tl.store") for n in cu.walk(node)))
+    assert cst.Module(body=[out]).code == expected

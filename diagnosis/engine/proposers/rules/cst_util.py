@@ -840,10 +840,10 @@ PURE_CALLS = frozenset({"triton.cdiv", "cdiv", "triton.next_power_of_2", "min", 
 def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]) -> cst.Module:
     """Drop `name = <pure value>` statements of the launching functions whose names nothing
     reads any more: those in `candidates` (e.g. `BLOCK_SIZE = 1024`, `grid = (...)`), then the
-    locals only those statements read. Of `a, b = x, y` only the unread name and its value go
-    (`BLOCK_N, num_warps = 64, 4` -> `BLOCK_N = 64`). An `if` whose test is pure and whose branches lose every
-    statement goes whole (with the comment above it); an `else` that loses every statement goes;
-    a block that would be left empty otherwise keeps its statements."""
+    locals only those statements read. Of `a, b = x, y` only the unread names and their values
+    go (`BLOCK_N, num_warps = 64, 4` -> `BLOCK_N = 64`). An `if` whose test is pure and whose
+    branches lose every statement goes whole (with the comment above it); an `else` that loses
+    every statement goes; a block that would be left empty otherwise keeps its statements."""
     pure = PureCalls(tree)
     drop: set[int] = set()
     unread: set[int] = set()
@@ -927,9 +927,14 @@ class _DeadStatements:
                             self._unread(value, reads, dead)
                     continue
                 drop.add(id(st))
-                self.partial.pop(id(st), None)
                 changed = True
-                self._unread(st.test if isinstance(st, cst.If) else st, reads, dead)
+                gone = self.partial.pop(id(st), set())  # their values' reads are released already
+                if gone:
+                    for name, value in simple_assigns(st):
+                        if name not in gone:
+                            self._unread(value, reads, dead)
+                else:
+                    self._unread(st.test if isinstance(st, cst.If) else st, reads, dead)
         return drop
 
     def _unread(self, node: cst.CSTNode, reads: Counter[str], dead: set[str]) -> None:
