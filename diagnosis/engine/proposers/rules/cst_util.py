@@ -950,11 +950,9 @@ class _DeadStatements:
         its names stay: unread names whose values only compute."""
         if not (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and _tuple_assign(st.body[0])):
             return []
-        pairs = simple_assigns(st)
-        if len(pairs) != len(_all_targets(st.body[0])):
-            return []
         done = self.partial.get(id(st), set())
-        return [(n, v) for n, v in pairs if n not in done and n in dead and reads[n] == 0 and self.pure(v)]
+        return [(n, v) for n, v in simple_assigns(st)
+                if n not in done and n in dead and reads[n] == 0 and self.pure(v)]  # fmt: skip
 
     def _goes(self, st: cst.CSTNode, reads: Counter[str], dead: set[str], drop: set[int]) -> bool:
         if isinstance(st, cst.If):

@@ -63,9 +63,8 @@ class Canon:
         if is_pure(value):
             # the name no longer holds what it was last loaded with: a later identical load
             # (`x = tl.load(...)` after `x = x / t`) reads it again, it repeats nothing
+            self.clobber(name)
             self.pure[name] = tree
-            self.last_key.pop(name, None)
-            self.version[name] = self.version.get(name, 0) + 1
             return
         self.pure.pop(name, None)
         key = ast.unparse(tree)
