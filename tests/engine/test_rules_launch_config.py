@@ -476,6 +476,53 @@ def test_narrow_rows_tune_down_to_one_warp(widths: tuple[int, ...], warps: tuple
     assert ("on 1-2 warps each thread loads a vector" in rw.effect) == (1 in warps)
 
 
+# lmdeploy's top-k router, reduced to top-1: one program a row, all 192 experts in one tile of
+# 256 (no loop walks them), the lanes past them masked to -inf
+ROUTER = HEADER + """@triton.jit
+def router_kernel(scores_ptr, ids_ptr, stride, NUM_EXPERTS: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    experts = tl.arange(0, BLOCK_SIZE)
+    scores = tl.load(scores_ptr + row * stride + experts, mask=experts < NUM_EXPERTS, other=0.0)
+    scores = tl.where(experts < NUM_EXPERTS, scores, -float("inf"))
+    tl.store(ids_ptr + row, tl.argmax(scores, axis=0))
+
+
+""" + wrapper("""
+ids = torch.empty(x.shape[0], dtype=torch.int32, device=x.device)
+router_kernel[(x.shape[0],)](x, ids, x.stride(0), NUM_EXPERTS=192, BLOCK_SIZE=256, num_warps=8)
+return ids
+""")
+ROUTER_CASES = (CaseShape(0, ((4096, 192),), ("float32",)),)
+
+
+def test_a_block_that_is_one_whole_tile_keeps_its_value() -> None:
+    """A block that no program id, loop or divisor walks holds its extent in one tile: 128
+    would route among the first 128 experts only. Its warps are tuned, its value stays."""
+    rw = apply_family(Family.LAUNCH_CONFIG, ROUTER, h.rule_input(ROUTER_CASES))
+    assert rw is not None and h.parses(rw.source)
+    assert "NUM_EXPERTS=192, BLOCK_SIZE=256," in rw.source
+    configs = re.findall(r"triton\.Config\((.*)\)", rw.source)
+    assert len(configs) >= 2 and all(c.startswith("{}, num_warps=") for c in configs), configs
+
+
+@pytest.mark.parametrize(
+    "walk",
+    [
+        pytest.param(("row = tl.program_id(0)", "row = tl.program_id(0)\n    chunks = tl.cdiv(NUM_EXPERTS, BLOCK_SIZE)"),
+                     id="a-cdiv-divisor"),
+        pytest.param(("row = tl.program_id(0)", "row = tl.program_id(0)\n    chunks = NUM_EXPERTS // BLOCK_SIZE"),
+                     id="a-floor-divisor"),
+        pytest.param(("experts = tl.arange(0, BLOCK_SIZE)", "experts = tl.arange(0, BLOCK_SIZE)\n"
+                      "    for start in range(0, NUM_EXPERTS, BLOCK_SIZE):\n        pass"), id="a-loop-range"),
+        pytest.param(("experts = tl.arange(0, BLOCK_SIZE)", "experts = tl.arange(0, BLOCK_SIZE)\n"
+                      "    experts += BLOCK_SIZE\n    experts -= BLOCK_SIZE"), id="added-in-place"),
+    ],
+)  # fmt: skip
+def test_a_block_that_walks_is_tuned(walk: tuple[str, str]) -> None:
+    rw = apply_family(Family.LAUNCH_CONFIG, ROUTER.replace(*walk), h.rule_input(ROUTER_CASES))
+    assert rw is not None and '"BLOCK_SIZE": ' in rw.source
+
+
 def test_it_prunes_gemm_tiles_larger_than_every_case() -> None:
     small = tuple(CaseShape(i, ((m, 64), (64, 64)), ("float16", "float16")) for i, m in enumerate((64, 50)))
     rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), h.rule_input(small))

@@ -359,6 +359,38 @@ def _stepped_blocks(kernel: cu.Kernel) -> set[str]:
     return steps
 
 
+def _walking_blocks(kernel: cu.Kernel) -> set[str]:
+    """Constexprs that walk an extent in steps of their value: multiplied by anything but a
+    literal (`pid * BLOCK`, `k * BLOCK_K`), a divisor (`tl.cdiv(n, BLOCK)`, `n // BLOCK`), read
+    by a loop's iterable (`range(0, n, BLOCK)`) or added in place (`offs += BLOCK`,
+    `tl.advance(p, (0, BLOCK_K))`). A block that does none of these sizes one tile that holds
+    its whole extent (lmdeploy's top-k router: `tl.arange(0, BLOCK_SIZE)` masked to
+    `< NUM_EXPERTS`, 192 experts in a block of 256, no loop, one row a program): a smaller
+    block would drop the elements past it, so its value is the launch's to keep."""
+    consts = set(kernel.constexprs)
+
+    def names(node: cst.CSTNode) -> set[str]:
+        return cu.names_in(node) & consts
+
+    out: set[str] = set()
+    for n in cu.walk(kernel.node.body):
+        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply):
+            for a, b in ((n.left, n.right), (n.right, n.left)):
+                if isinstance(a, cst.Name) and a.value in consts and cu.int_literal(b) is None:
+                    out.add(a.value)
+        elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.FloorDivide):
+            out |= names(n.right)
+        elif cu.is_call(n, "tl.cdiv", names=kernel.names) and len(n.args) == 2:
+            out |= names(n.args[1].value)
+        elif cu.is_call(n, "tl.advance", names=kernel.names):
+            out |= names(n)
+        elif isinstance(n, (cst.For, cst.While)):
+            out |= names(n.iter if isinstance(n, cst.For) else n.test)
+        elif isinstance(n, cst.AugAssign) and isinstance(n.operator, (cst.AddAssign, cst.SubtractAssign)):
+            out |= names(n.value)
+    return out
+
+
 def _tile_axes(kernel: cu.Kernel) -> set[str]:
     """Constexprs that size one axis of a tile of two or more (`offs[:, None]` of an arange)."""
     bindings = cu.Bindings(kernel.node)
@@ -852,6 +884,11 @@ def _plan(
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
     blocks = _arange_sizes(kernel)
     tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
+    # a block that is one whole tile (`_walking_blocks`) keeps its value: only the warps are tuned
+    walking = _walking_blocks(kernel)
+    rowwise |= set(tuned) - walking
+    tuned = {c: v for c, v in tuned.items() if c in walking}
+    names = {n: c for n, c in names.items() if c in tuned}
     # a loop step the wrapper computes (not a literal, not the row's next power of two) is
     # tuned from the streaming range: the kernel walks the same elements with any of them
     bound = launch.bound_args(kernel)
@@ -1345,6 +1382,8 @@ def _widen_single_configs(
         if in_place and read.arg(tune, "restore_value") is None:
             continue  # benchmarking runs would read their own output
         values = cu.launch_values(mine[0], kernel, inp.context.cases) if len(mine) == 1 else []
+        if not {n for n in tuned if n in _arange_sizes(kernel)} <= _walking_blocks(kernel):
+            continue  # a block that is one whole tile keeps its value (`_walking_blocks`)
         kind, extra, _ = _block_space(kernel, tuned, inp, values, source)
         if kind == "gemm":
             sized = _arange_sizes(kernel)
