@@ -523,6 +523,25 @@ def test_a_block_that_walks_is_tuned(walk: tuple[str, str]) -> None:
     assert rw is not None and '"BLOCK_SIZE": ' in rw.source
 
 
+@pytest.mark.parametrize(
+    ("kernel", "shapes", "fixed"),
+    [
+        pytest.param("rows_pid_offset.py", ((1024, 256),), 256, id="rows-beside-a-whole-tile-of-256-columns"),
+        pytest.param("rows_divmod_index.py", ((4096, 32, 128), (4096, 32)), 128, id="rows-beside-a-head-dim-of-128"),
+    ],
+)
+def test_one_tuned_axis_of_a_2d_tile_gets_the_tiled_space(kernel: str, shapes: tuple, fixed: int) -> None:
+    """The elementwise space (1024-8192) is for the block of a 1-D kernel: beside a tile's fixed
+    other axis it made tiles of up to a million elements. The tiled space stays near the launch,
+    and no tile passes 16384 elements."""
+    source = (Path(__file__).resolve().parents[1] / "kernels" / kernel).read_text()
+    cases = (CaseShape(0, shapes, ("float32",) * len(shapes)),)
+    rw = apply_family(Family.LAUNCH_CONFIG, source, h.rule_input(cases))
+    assert rw is not None and "(tiled," in rw.mechanism
+    blocks = [int(b) for b in re.findall(r'triton\.Config\(\{"BLOCK(?:_M)?": (\d+)\}', rw.source)]
+    assert len(blocks) >= 4 and max(blocks) * fixed <= 16384, blocks
+
+
 def test_it_prunes_gemm_tiles_larger_than_every_case() -> None:
     small = tuple(CaseShape(i, ((m, 64), (64, 64)), ("float16", "float16")) for i, m in enumerate((64, 50)))
     rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), h.rule_input(small))

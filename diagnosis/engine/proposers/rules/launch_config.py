@@ -187,8 +187,13 @@ def _gemm_configs(
 
 
 def _tiled_configs(
-    tuned: dict[str, int], tile_axes: set[str] = frozenset(), row_tiles: dict[str, list[int]] | None = None
+    tuned: dict[str, int],
+    tile_axes: set[str] = frozenset(),
+    row_tiles: dict[str, list[int]] | None = None,
+    fixed: int = 1,
 ) -> list[str]:
+    """`fixed`: the elements of a tile's axes that keep their block (a head dim beside the
+    tuned rows), so that no tile passes MAX_BLOCK elements."""
     row_tiles = row_tiles or {}
     names = list(tuned)
     if len(names) == 1:
@@ -196,7 +201,7 @@ def _tiled_configs(
         v = tuned[name]
         out = []
         for b in dict.fromkeys((v, v * 2, v * 4, v // 2)):
-            if 16 <= b <= MAX_BLOCK:
+            if 16 <= b and (b == v or b * fixed <= MAX_BLOCK):
                 for w in (4, 8):
                     out.append(_config({name: b}, w))
         if name not in tile_axes:
@@ -237,13 +242,18 @@ def _block_space(
     if kernel.has_dot:
         configs = _gemm_configs(tuned, inp, values, source, _arange_sizes(kernel))
         return ("gemm", configs, {}) if configs is not None else ("tiled", _tiled_configs(tuned), {})
-    if len(tuned) == 1 and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
+    tile_axes = _tile_axes(kernel)
+    # one block of a 1-D kernel; an axis of a 2-D tile (`rows[:, None]` beside a tile's fixed
+    # other axis) is tiled: 1024-8192 rows of 256 columns would be a tile of millions
+    if len(tuned) == 1 and not tile_axes and not cu.has_loops(kernel) and not cu.has_reductions(kernel):
         (name,) = tuned
         configs = [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
         return "elementwise", configs, {}
-    tile_axes = _tile_axes(kernel)
     row_tiles = _row_tiles(kernel, tuned, values, tile_axes)
-    return "tiled", _tiled_configs(tuned, tile_axes, row_tiles), row_tiles
+    fixed = math.prod(
+        max((v for vals in values if isinstance(v := vals.get(c), int)), default=1) for c in tile_axes - set(tuned)
+    )
+    return "tiled", _tiled_configs(tuned, tile_axes, row_tiles, fixed), row_tiles
 
 
 def _row_extents(kernel: cu.Kernel, block: str) -> set[str]:
