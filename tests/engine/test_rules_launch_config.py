@@ -542,6 +542,17 @@ def test_one_tuned_axis_of_a_2d_tile_gets_the_tiled_space(kernel: str, shapes: t
     assert len(blocks) >= 4 and max(blocks) * fixed <= 16384, blocks
 
 
+def test_without_cases_a_kept_whole_tile_still_bounds_the_tile() -> None:
+    """No case gives the columns' block: the launch's literal 256 does, so 64 rows may double
+    (128 x 256 = 32768 elements is past the bound) only downwards."""
+    source = (Path(__file__).resolve().parents[1] / "kernels" / "rows_pid_offset.py").read_text()
+    source = source.replace("triton.cdiv(M, 8), 1)](x, out, M, N, 1, BLOCK_M=8,", "triton.cdiv(M, 64), 1)](x, out, M, N, 1, BLOCK_M=64,")
+    rw = apply_family(Family.LAUNCH_CONFIG, source, h.rule_input())
+    assert rw is not None and "BLOCK_N=256" in rw.source
+    blocks = {int(b) for b in re.findall(r'triton\.Config\(\{"BLOCK_M": (\d+)\}', rw.source)}
+    assert 64 in blocks and max(blocks) * 256 <= 16384, blocks
+
+
 def test_it_prunes_gemm_tiles_larger_than_every_case() -> None:
     small = tuple(CaseShape(i, ((m, 64), (64, 64)), ("float16", "float16")) for i, m in enumerate((64, 50)))
     rw = apply_family(Family.LAUNCH_CONFIG, h.source("matmul.py"), h.rule_input(small))

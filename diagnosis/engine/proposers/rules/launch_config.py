@@ -235,10 +235,16 @@ def _tiled_configs(
 
 
 def _block_space(
-    kernel: cu.Kernel, tuned: dict[str, int], inp: RuleInput, values: list[dict[str, Any]], source: str
+    kernel: cu.Kernel,
+    tuned: dict[str, int],
+    inp: RuleInput,
+    values: list[dict[str, Any]],
+    source: str,
+    kept: dict[str, int] | None = None,
 ) -> tuple[str, list[str], dict[str, list[int]]]:
     """The kind ("gemm", "elementwise", "tiled"), the configs for the kernel's tuned blocks and
-    the row tiles among them (`_row_tiles`)."""
+    the row tiles among them (`_row_tiles`). `kept`: the launch's literal blocks that keep their
+    value (whole tiles), for the size of a tile where no case gives it."""
     if kernel.has_dot:
         configs = _gemm_configs(tuned, inp, values, source, _arange_sizes(kernel))
         return ("gemm", configs, {}) if configs is not None else ("tiled", _tiled_configs(tuned), {})
@@ -250,8 +256,10 @@ def _block_space(
         configs = [_config({name: b}, w) for b in ELEMENTWISE_BLOCKS for w in ELEMENTWISE_WARPS]
         return "elementwise", configs, {}
     row_tiles = _row_tiles(kernel, tuned, values, tile_axes)
+    kept = kept or {}
     fixed = math.prod(
-        max((v for vals in values if isinstance(v := vals.get(c), int)), default=1) for c in tile_axes - set(tuned)
+        max((v for vals in values if isinstance(v := vals.get(c), int)), default=kept.get(c, 1))
+        for c in tile_axes - set(tuned)
     )
     return "tiled", _tiled_configs(tuned, tile_axes, row_tiles, fixed), row_tiles
 
@@ -896,7 +904,8 @@ def _plan(
     tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
     # a block that is one whole tile (`_walking_blocks`) keeps its value: only the warps are tuned
     walking = _walking_blocks(kernel)
-    rowwise |= set(tuned) - walking
+    kept = {c: v for c, v in tuned.items() if c not in walking}
+    rowwise |= set(kept)
     tuned = {c: v for c, v in tuned.items() if c in walking}
     names = {n: c for n, c in names.items() if c in tuned}
     # a loop step the wrapper computes (not a literal, not the row's next power of two) is
@@ -931,7 +940,7 @@ def _plan(
         plan.kind = "row"
         configs = [_config({}, w) for w in _row_warps(rowwise, values)]
     else:
-        plan.kind, configs, plan.row_tiles = _block_space(kernel, tuned, inp, values, source)
+        plan.kind, configs, plan.row_tiles = _block_space(kernel, tuned, inp, values, source, kept)
     # The parent's own configuration is always in the space, so the autotuner can only pick
     # something at least as fast on every shape (up to timing noise): without it, a space
     # tuned for big problems lost 26% on the smallest GEMM case of the H200 smoke run. (A loop
