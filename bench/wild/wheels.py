@@ -12,6 +12,7 @@ import hashlib
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,12 +89,13 @@ def wheel_path(pin: Pin, cache: Path = CACHE) -> Path:
     return path
 
 
-def fetch(pins: tuple[Pin, ...] = PINS, cache: Path = CACHE) -> list[Path]:
-    """Download every pinned wheel that is not cached yet (pip, no dependencies), then check all."""
+def fetch(pins: tuple[Pin, ...] = PINS, cache: Path = CACHE, extra: Sequence[str] = ()) -> list[Path]:
+    """Download every pinned wheel that is not cached yet (pip, no dependencies), then check all.
+    `extra`: more pip arguments (the interpreter and platforms a binary wheel is built for)."""
     cache.mkdir(parents=True, exist_ok=True)
     missing = [p for p in pins if not (cache / p.filename).is_file()]
     if missing:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(cache)]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", *extra, "-d", str(cache)]
         cmd += [f"{p.project}=={p.version}" for p in missing]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
