@@ -157,3 +157,20 @@ def test_its_severity_follows_what_the_call_site_passes(
     assert finding.severity is severity
     assert finding.family is Family.COALESCE
     assert (finding.gain is not None) is has_gain
+
+
+def test_a_local_defined_from_itself_is_not_followed_forever() -> None:
+    """flag_gems' unique: `total = total + tl.sum(...)` is the local's one definition; reading the
+    store's offsets followed it into itself until Python's recursion limit."""
+    source = src('''
+@triton.jit
+def compact(x_ptr, out_ptr, total, n, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    for start in range(0, n, BLOCK):
+        x = tl.load(x_ptr + start + r, mask=start + r < n, other=0)
+        tl.store(out_ptr + total + r, x, mask=start + r < n)
+        total = total + tl.sum(x)
+''')
+    result = tier0(source)
+    assert result.data["rule_errors"] == []
+    assert "T0-STRIDED-ACCESS" not in [f.code for f in result.findings]

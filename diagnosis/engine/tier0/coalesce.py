@@ -64,12 +64,14 @@ class _Term:
     node: ast.AST
 
 
-def _axis(ctx: KernelContext, node: ast.expr) -> int | None:
-    """Axis of a 1-D index block, counted from the end (``x[:, None]`` -> 1), or None."""
+def _axis(ctx: KernelContext, node: ast.expr, seen: frozenset[str] = frozenset()) -> int | None:
+    """Axis of a 1-D index block, counted from the end (``x[:, None]`` -> 1), or None. `seen`:
+    the locals whose definitions led here (flag_gems' `total = total + tl.sum(...)`, defined once
+    from itself, is not followed again)."""
     axes = subscript_axes(node)
     if axes is not None:
         assert isinstance(node, ast.Subscript)
-        if axes.count("slice") != 1 or _axis(ctx, node.value) != 0:
+        if axes.count("slice") != 1 or _axis(ctx, node.value, seen) != 0:
             return None
         return len(axes) - 1 - axes.index("slice")
     if isinstance(node, ast.Call):
@@ -77,18 +79,18 @@ def _axis(ctx: KernelContext, node: ast.expr) -> int | None:
         if name == "arange":
             return 0
         if name in ("max_contiguous", "multiple_of") and node.args:
-            return _axis(ctx, node.args[0])
+            return _axis(ctx, node.args[0], seen)
         return None
     if isinstance(node, ast.Name):
         value = ctx.definition(node.id)
-        if value is not None and not ctx.multidim(node):
+        if value is not None and node.id not in seen and not ctx.multidim(node):
             # `o_t = i_t * BT + tl.arange(0, BT)` is a block whatever `i_t` is (a chunk index
             # loaded per program too); a block of loaded values (a gather's indices) is not
-            return _axis(ctx, value)
+            return _axis(ctx, value, seen | {node.id})
         deps = ctx.name_deps(node.id)
         return 0 if deps.arange and not deps.loaded and not ctx.multidim(node) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mod):
-        found = {_axis(ctx, p) for p in (node.left, node.right) if ctx.deps(p).arange}
+        found = {_axis(ctx, p, seen) for p in (node.left, node.right) if ctx.deps(p).arange}
         return found.pop() if len(found) == 1 else None
     return None
 
