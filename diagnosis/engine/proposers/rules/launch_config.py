@@ -1396,6 +1396,8 @@ def _widen_single_configs(
             }
         else:
             tuned = found.values
+        if not tuned:
+            continue  # `triton.Config({})` (fla's Ascend kernels): no block to widen the space by
         loads, stores = cu.memory_params(kernel)
         in_place = "?" in stores or "?" in loads or any(_read_back(kernel, launch, loads, stores) for launch in mine)
         if in_place and read.arg(tune, "restore_value") is None:
