@@ -350,6 +350,12 @@ FIX += [
         id="warps-from-pure-module-helpers-go-with-the-option",
     ),
     pytest.param(
+        "import builtins\n" + row_launch("    num_warps = builtins.min(8, builtins.max(1, BLOCK_SIZE // 128))"),
+        ["BLOCK_SIZE = triton.next_power_of_2(n_cols)\n    row_kernel[(n_rows,)]("],
+        ["builtins.min", "num_warps=num_warps"],
+        id="warps-from-builtins-min-and-max-go-with-the-option",
+    ),
+    pytest.param(
         row_launch("""    # the warps depend on the vendor and the architecture
     if is_hip():
         ce_num_warps = 16

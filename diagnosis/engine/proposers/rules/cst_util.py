@@ -1080,6 +1080,8 @@ class PureCalls:
 
     def _call(self, n: cst.Call) -> bool:
         name = call_name(n)
+        if name is not None:  # flag_gems shadows `min` and `max` with its ops: `builtins.min(...)`
+            name = name.removeprefix("builtins.")
         if name in PURE_CALLS or name in PURE_BUILTINS:
             return True
         if isinstance(n.func, cst.Attribute):
