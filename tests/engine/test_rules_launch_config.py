@@ -1627,3 +1627,14 @@ def test_a_pre_hook_widening_is_refused_where_the_hook_is_not_one_name() -> None
 def test_a_widened_autotune_is_correct_for_every_config(tmp_path: Path) -> None:
     befores = {n: _one_config(n)[0] for n in ("vec_add.py", "matmul.py")}
     _correct_for_every_config(tmp_path, {**befores, "matmul_tma.py": TMA_COMPUTED})
+
+
+def test_a_block_a_heuristic_sets_is_not_tuned() -> None:
+    """triton 3.6's `Heuristics.run` sets its constexprs after the autotuner has: a config's
+    BLOCK_SIZE would be overwritten, a space of configs that all run the heuristic's block."""
+    source = ADD.replace(
+        "@triton.jit\ndef add_kernel(", '@triton.heuristics({"BLOCK_SIZE": lambda args: 1024})\n@triton.jit\ndef add_kernel('
+    )
+    assert source != ADD
+    rw = apply_family(FAMILY, source, h.rule_input())
+    assert rw is None or '"BLOCK_SIZE":' not in rw.source

@@ -881,6 +881,8 @@ def _plan(
     # Heuristics the source does not spell out (`@triton.heuristics(get_config("bmm"))`) may
     # supply any constexpr the launch does not pass; the tuned ones are all passed at the launch
     # (_literal_bindings), and the autotuner goes above the heuristics, which then read its choice.
+    # A constexpr a heuristic sets itself takes the heuristic's value over the launch's and any
+    # config's (triton 3.6 `Heuristics.run` assigns it after the autotuner): it is not tuned.
     if kernel.autotuned or len(mine) != 1:
         return None
     launch = mine[0]
@@ -901,7 +903,7 @@ def _plan(
     # only block sizes are tuned (a constexpr that sizes a tl.arange); flags such as
     # HAS_BIAS=1 or ACTIVATION=2 keep their value at the launch
     blocks = _arange_sizes(kernel)
-    tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks}
+    tuned = {c: v for c, v in tuned.items() if _pow2(v) and c in blocks and c not in kernel.heuristics}
     # a block that is one whole tile (`_walking_blocks`) keeps its value: only the warps are tuned
     walking = _walking_blocks(kernel)
     kept = {c: v for c, v in tuned.items() if c not in walking}
