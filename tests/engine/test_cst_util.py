@@ -118,3 +118,13 @@ def test_drop_dead_takes_the_unread_names_out_of_a_tuple_assignment(before: str,
     assert isinstance(fn, cst.FunctionDef)
     out = cu.drop_dead(fn, lambda node: not any(cu.is_call(n, "tl.store") for n in cu.walk(node)))
     assert cst.Module(body=[out]).code == expected
+
+
+def test_imports_a_rewrite_left_unread_go_and_the_authors_stay() -> None:
+    before = (
+        "import builtins\nimport os, sys as s\nfrom a.b import x, y as z\nimport q.r\nimport unread\n\n"
+        "print(builtins.min(1, 2), os.sep, s, x, z, q)\n"
+    )
+    after = before.replace("print(builtins.min(1, 2), os.sep, s, x, z, q)", "print(os.sep, x)")
+    assert cu.drop_orphaned_imports(before, after) == "import os\nfrom a.b import x\nimport unread\n\nprint(os.sep, x)\n"
+    assert cu.drop_orphaned_imports(before, before) == before

@@ -1119,3 +1119,80 @@ class PureCalls:
         if isinstance(small, cst.Expr):  # a docstring
             return isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
         return isinstance(small, cst.Pass)
+
+
+class _Reads(cst.CSTVisitor):
+    """How often each name is read outside import statements (attribute tails and keyword
+    names are not reads)."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.count[node.value] += 1
+
+
+def _reads(tree: cst.Module) -> Counter[str]:
+    v = _Reads()
+    tree.visit(v)
+    return v.count
+
+
+def _bound_name(alias: cst.ImportAlias) -> str | None:
+    if alias.asname is not None:
+        return alias.asname.name.value if isinstance(alias.asname.name, cst.Name) else None
+    node: cst.BaseExpression = alias.name
+    while isinstance(node, cst.Attribute):  # `import a.b` binds `a`
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def drop_orphaned_imports(before: str, after: str) -> str:
+    """`after` without the module-level imports that the rewrite left unread: a name `before`
+    read and `after` no longer does (fla's `check_shared_mem`, read only by the `num_warps` a
+    LAUNCH_CONFIG rewrite drops). Imports the author left unread stay as they are."""
+    old, new = _reads(cst.parse_module(before)), cst.parse_module(after)
+    now = _reads(new)
+    orphans = {n for n, k in old.items() if k and not now[n]}
+    if not orphans:
+        return after
+
+    def kept(node: cst.Import | cst.ImportFrom) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
+        if isinstance(node.names, cst.ImportStar) or (
+            isinstance(node, cst.ImportFrom) and isinstance(node.module, cst.Name) and node.module.value == "__future__"
+        ):
+            return node
+        names = [a for a in node.names if _bound_name(a) not in orphans]
+        if len(names) == len(node.names):
+            return node
+        if not names:
+            return cst.RemoveFromParent()
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(names=names)
+
+    body = []
+    changed = False
+    for st in new.body:
+        if isinstance(st, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in st.body):
+            small = [kept(s) if isinstance(s, (cst.Import, cst.ImportFrom)) else s for s in st.body]
+            small = [s for s in small if not isinstance(s, cst.RemovalSentinel)]
+            changed |= small != list(st.body)
+            if not small:
+                continue
+            st = st.with_changes(body=small)
+        body.append(st)
+    return new.with_changes(body=body).code if changed else after
