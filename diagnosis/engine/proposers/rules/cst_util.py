@@ -1122,11 +1122,11 @@ class PureCalls:
 
 
 class _Reads(cst.CSTVisitor):
-    """How often each name is read outside import statements (attribute tails and keyword
-    names are not reads)."""
+    """The names read outside import statements (attribute tails and keyword names are not
+    reads)."""
 
     def __init__(self) -> None:
-        self.count: Counter[str] = Counter()
+        self.names: set[str] = set()
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False
@@ -1143,13 +1143,13 @@ class _Reads(cst.CSTVisitor):
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.count[node.value] += 1
+        self.names.add(node.value)
 
 
-def _reads(tree: cst.Module) -> Counter[str]:
+def _reads(tree: cst.Module) -> set[str]:
     v = _Reads()
     tree.visit(v)
-    return v.count
+    return v.names
 
 
 def _bound_name(alias: cst.ImportAlias) -> str | None:
@@ -1165,13 +1165,12 @@ def drop_orphaned_imports(before: str, after: str) -> str:
     """`after` without the module-level imports that the rewrite left unread: a name `before`
     read and `after` no longer does (fla's `check_shared_mem`, read only by the `num_warps` a
     LAUNCH_CONFIG rewrite drops). Imports the author left unread stay as they are."""
-    old, new = _reads(cst.parse_module(before)), cst.parse_module(after)
-    now = _reads(new)
-    orphans = {n for n, k in old.items() if k and not now[n]}
+    new = cst.parse_module(after)
+    orphans = _reads(cst.parse_module(before)) - _reads(new)
     if not orphans:
         return after
 
-    def kept(node: cst.Import | cst.ImportFrom) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
+    def kept(node: cst.Import | cst.ImportFrom) -> cst.Import | cst.ImportFrom | None:
         if isinstance(node.names, cst.ImportStar) or (
             isinstance(node, cst.ImportFrom) and isinstance(node.module, cst.Name) and node.module.value == "__future__"
         ):
@@ -1180,7 +1179,7 @@ def drop_orphaned_imports(before: str, after: str) -> str:
         if len(names) == len(node.names):
             return node
         if not names:
-            return cst.RemoveFromParent()
+            return None
         names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return node.with_changes(names=names)
 
@@ -1188,8 +1187,7 @@ def drop_orphaned_imports(before: str, after: str) -> str:
     changed = False
     for st in new.body:
         if isinstance(st, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in st.body):
-            small = [kept(s) if isinstance(s, (cst.Import, cst.ImportFrom)) else s for s in st.body]
-            small = [s for s in small if not isinstance(s, cst.RemovalSentinel)]
+            small = [k for s in st.body if (k := kept(s) if isinstance(s, (cst.Import, cst.ImportFrom)) else s)]
             changed |= small != list(st.body)
             if not small:
                 continue
