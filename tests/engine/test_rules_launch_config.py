@@ -306,6 +306,29 @@ return out
 )  # fmt: skip
 
 
+# A launch in a loop (flag_gems' `cat` launches once per batch of tensors): the grid lambda the
+# rule writes binds the loop's names it reads as defaults, so ruff (B023) and a reviewer see no
+# late binding; a lambda the author wrote stays as it is.
+FIX.append(
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+outs = []
+for t in x.unbind(0):
+    n = t.numel()
+    out = torch.empty_like(t)
+    copy_kernel[(triton.cdiv(n, 1024),)](t, out, n, BLOCK_SIZE=1024)
+    outs.append(out)
+keep = [lambda: n for n in range(2)]
+return torch.stack(outs), keep
+'''),
+        ['copy_kernel[lambda meta, n=n: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](t, out, n)',
+         "keep = [lambda: n for n in range(2)]"],
+        ["BLOCK_SIZE=1024"],
+        id="a-grid-lambda-written-in-a-loop-binds-the-loops-names",
+    )
+)  # fmt: skip
+
+
 # Warps a wrapper computes (liger's and flag_gems' styles): once the launch stops passing them,
 # what computed them goes too, where it is pure: the module's own helpers count when their
 # bodies are (`get_num_warps`, `is_hip`); an `if` that only chose the warps goes with the comment

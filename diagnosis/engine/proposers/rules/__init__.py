@@ -81,7 +81,7 @@ def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[s
     and yields a valid module; where none does, the first that applies once the module is
     written out as the rules read it (`written_out`: launches' `**d` as keywords and their
     `*x.stride()` one argument a dimension, kernels jitted by a call decorated)."""
-    from diagnosis.engine.proposers.rules.cst_util import drop_orphaned_imports
+    from diagnosis.engine.proposers.rules.cst_util import bind_loop_names, drop_orphaned_imports
     from diagnosis.engine.proposers.rules.written_out import written_out
 
     rw = _first_transform(family, source, inp, skip)
@@ -95,7 +95,8 @@ def apply_family(family: Family, source: str, inp: RuleInput, skip: Collection[s
             rw = again if again is not None and set(again.kernels) == set(rw.kernels) else rw
     if rw is None or rw.source == source:
         return None
-    return replace(rw, source=_unindented_blank_lines(source, drop_orphaned_imports(source, rw.source)))
+    tidy = bind_loop_names(source, drop_orphaned_imports(source, rw.source))
+    return replace(rw, source=_unindented_blank_lines(source, tidy))
 
 
 def _first_transform(family: Family, source: str, inp: RuleInput, skip: Collection[str]) -> Rewrite | None:

@@ -609,6 +609,8 @@ def closure(node: cst.CSTNode, bindings: Bindings, skip: set[str]) -> list[cst.C
         seen.add(n)
         for b in bindings.by_name.get(n, []):
             src = b.value if b.value is not None else b.unpack if b.unpack is not None else b.statement
+            if isinstance(src, cst.For):  # a loop's target holds an element of what it iterates
+                src = src.iter
             out.append(src)
             todo.extend(names_in(src) - seen)
     return out
@@ -1194,3 +1196,104 @@ def drop_orphaned_imports(before: str, after: str) -> str:
             st = st.with_changes(body=small)
         body.append(st)
     return new.with_changes(body=body).code if changed else after
+
+
+class _LoopBound(cst.CSTVisitor):
+    """The names a loop binds: its targets and every name assigned in its body (not inside a
+    function or lambda defined there, whose names are its own)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def _targets(self, node: cst.CSTNode) -> None:
+        self.names |= {t.value for t in _targets(node)}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)
+
+
+class _BindLoopNames(cst.CSTTransformer):
+    """Each lambda the rewrite wrote inside a loop gets the loop's names it reads as defaults."""
+
+    def __init__(self, authors: set[str]) -> None:
+        self.authors = authors  # the code of the lambdas `before` had: the author's, left alone
+        self.loops: list[set[str]] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(_loop_bound(node))
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        self.loops.pop()
+        return updated
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.append(_loop_bound(node))
+
+    def leave_While(self, original: cst.While, updated: cst.While) -> cst.While:
+        self.loops.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.loops.append(set())  # a loop outside a function's body does not rebind its names
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.loops.pop()
+        return updated
+
+    def leave_Lambda(self, original: cst.Lambda, updated: cst.Lambda) -> cst.Lambda:
+        bound = set().union(*self.loops) if self.loops else set()
+        if not bound or code(original) in self.authors:
+            return updated
+        params = updated.params
+        own = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        late = sorted((names_in(updated.body) & bound) - own)
+        if not late:
+            return updated
+        defaults = [cst.Param(cst.Name(n), default=cst.Name(n), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            for n in late]
+        return updated.with_changes(params=params.with_changes(params=[*params.params, *defaults]))
+
+
+def _loop_bound(loop: cst.For | cst.While) -> set[str]:
+    v = _LoopBound()
+    if isinstance(loop, cst.For):
+        v._targets(loop.target)
+    loop.body.visit(v)
+    return v.names
+
+
+def _lambdas(tree: cst.Module) -> set[str]:
+    return {code(n) for n in walk(tree) if isinstance(n, cst.Lambda)}
+
+
+def bind_loop_names(before: str, after: str) -> str:
+    """`after` with each lambda the rewrite wrote inside a loop binding the loop's names it reads
+    as defaults (`lambda meta, n=n: (triton.cdiv(n, meta["BLOCK"]),)`). A grid lambda is called
+    at once, so the late binding is harmless, but ruff (B023) and a reviewer flag it: flag_gems'
+    `cat` launches once per batch of tensors in a `while` loop. The author's own lambdas stay."""
+    new = cst.parse_module(after)
+    out = new.visit(_BindLoopNames(_lambdas(cst.parse_module(before))))
+    return out.code if not out.deep_equals(new) else after
