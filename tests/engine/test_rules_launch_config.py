@@ -329,6 +329,28 @@ return torch.stack(outs), keep
 )  # fmt: skip
 
 
+# A launch in a nested function that reads the loop step its enclosing function computed
+# (unsloth_zoo's `def run()` handed to a launcher): the step goes from where it was computed.
+FIX.append(
+    pytest.param(
+        HEADER + STEP_KERNEL + wrapper('''
+rows, n = x.shape
+out = torch.empty_like(x)
+block = min(4096, triton.next_power_of_2(n))
+
+def run():
+    scale_kernel[(rows,)](x, out, n, BLOCK=block, num_warps=4)
+
+run()
+return out
+'''),
+        ["scale_kernel[(rows,)](x, out, n, rows=rows)"],
+        ["block = min(", "BLOCK=block"],
+        id="a-step-the-enclosing-function-computed-goes-with-the-argument",
+    )
+)  # fmt: skip
+
+
 # Warps a wrapper computes (liger's and flag_gems' styles): once the launch stops passing them,
 # what computed them goes too, where it is pure: the module's own helpers count when their
 # bodies are (`get_num_warps`, `is_hip`); an `if` that only chose the warps goes with the comment
