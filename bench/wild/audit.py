@@ -3,14 +3,14 @@
 The corpus of `build.py` turns 66 kernels into upload modules and measures them; this audit
 reads much more code, as its authors wrote it, and asks only what needs no device: does any
 rule crash or hang on it, and is every rewrite one a reviewer would accept. Every `.py` file
-with a Triton kernel in ten pinned wheels (2298 files, 891 of them outside the three libraries
-the corpus extracts from) gets tier 0 (`strict=True`: a rule that raises is a failure) and
+with a Triton kernel in sixteen pinned wheels (2451 files, 1044 of them outside the three
+libraries the corpus extracts from) gets tier 0 (`strict=True`: a rule that raises is a failure) and
 each registered family through `apply_family`, with no findings and no cases, each run under
 a 20 s alarm. Reading the diffs it writes found a single-pass rewrite that divided by a
 temperature three times (`ea07f0c`) and LAUNCH_CONFIG offering blocks smaller than a tile
 that must hold its whole extent (`c6bec08`).
 
-    python bench/wild/audit.py fetch                       # the pinned wheels, about 400 MB
+    python bench/wild/audit.py fetch                       # the pinned wheels, about 520 MB
     python bench/wild/audit.py run --out audit.jsonl       # or --dir DIR for any folder of .py files
     python bench/wild/audit.py report audit.jsonl [--against older.jsonl]
 
@@ -65,6 +65,18 @@ AUDIT_PINS: tuple[Pin, ...] = (
         "ccc73c7db9890224ab05f5fb60e2034f9e6c8672a10be0cf00e95cbbae3eda7c", "xformers"),
     Pin("bitsandbytes", "bitsandbytes", "0.50.2", "bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl",
         "55348a9a4a21bfd99cf8c7b32fe67b4030ae5c2a05738e03c1747f65fa6ec283", "bitsandbytes"),
+    Pin("axolotl", "axolotl", "0.19.0", "axolotl-0.19.0-py3-none-any.whl",
+        "f28eb3ad3709975eec4adfe13307dd980c7e7917cc43cb03f2c6f26c007135cc", "axolotl"),
+    Pin("unsloth_zoo", "unsloth-zoo", "2026.10.9", "unsloth_zoo-2026.10.9-py3-none-any.whl",
+        "f68e0576b0e9bd2ef85f19bf665132c576b52ee4df923fbb16c81538a3cde676", "unsloth_zoo"),
+    Pin("flashinfer", "flashinfer-python", "0.7.4", "flashinfer_python-0.7.4-py3-none-any.whl",
+        "a051a62e09a2738e8b0de47a1944fd2f0f3eff01b728b662141ea660cb09dd32", "flashinfer"),
+    Pin("sageattention", "sageattention", "1.0.6", "sageattention-1.0.6-py3-none-any.whl",
+        "fafc66569bed62a16839e820c2612141b5a20accf55b876d941bab9c0ac5d888", "sageattention"),
+    Pin("auto_round", "auto-round", "0.16.1", "auto_round-0.16.1-py3-none-any.whl",
+        "4dcdef6a64247ee9585a47052ec2adfaa259a41b3ccbe32435ff8d4a9388998e", "auto_round"),
+    Pin("triton_kernels", "triton-kernels", "0.1.0", "triton_kernels-0.1.0-py3-none-any.whl",
+        "ab8f697e1504c7b02b130f22054eb32cb36d5607730ddaf94be92dd7d38ebddd", "triton_kernels"),
 )  # fmt: skip
 
 
