@@ -328,3 +328,27 @@ def test_it_flattens_every_code_style(case: st.StyleCase) -> None:
 @pytest.mark.parametrize("case", STYLE_REFUSALS)
 def test_it_refuses_a_tile_it_cannot_set(case: st.StyleCase) -> None:
     assert st.refused(FAMILY, case)
+
+
+def test_a_constant_written_twice_stays_written_and_a_repeated_load_is_shared() -> None:
+    """liger's fused CE+TVD starts both online maxima at `-float("inf")`; the tidy pass after
+    flattening made the second `teacher_max = student_max`, a copy a reviewer would undo."""
+    import libcst as cst
+
+    from diagnosis.engine.proposers.rules.tidy import drop_repeats
+
+    body = cst.parse_module('a = -float("inf")\nb = -float("inf")\nc = tl.load(p)\nd = tl.load(p)\n').body
+    code = cst.Module(body=drop_repeats(list(body))).code
+    assert code == 'a = -float("inf")\nb = -float("inf")\nc = tl.load(p)\nd = c\n'
+
+
+def test_the_blank_lines_of_dropped_statements_do_not_stack_up() -> None:
+    """A former pass's repeated index and load go; their blank lines and the kept statement's
+    made two blank lines in a row inside liger's flattened CE+TVD kernel (ruff E303)."""
+    import libcst as cst
+
+    from diagnosis.engine.proposers.rules.tidy import drop_repeats
+
+    src = "x = tl.load(p)\n\ny = x\n\nx = tl.load(p)\n\n# the sum\nz = x + y\n"
+    code = cst.Module(body=drop_repeats(list(cst.parse_module(src).body))).code
+    assert code == "x = tl.load(p)\n\ny = x\n\n# the sum\nz = x + y\n"

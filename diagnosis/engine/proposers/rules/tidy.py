@@ -21,6 +21,7 @@ import libcst as cst
 from diagnosis.engine.proposers.rules import cst_util as cu
 
 PURE_CALLS = frozenset({"tl.arange", "tl.zeros", "tl.full"})
+CONSTANT_CALLS = frozenset({"float", "int"})  # `float("inf")`: a constant, whatever it is called with
 
 
 # ---------------------------------------------------------------------------------------
@@ -130,9 +131,20 @@ def _carry_comments(body: list[cst.BaseStatement], dropped: set[int]) -> list[cs
             pending += list(st.leading_lines)
             continue
         if pending:
-            st = st.with_changes(leading_lines=[*pending, *st.leading_lines])
+            st = st.with_changes(leading_lines=_one_blank_run([*pending, *st.leading_lines]))
             pending = []
         out.append(st)
+    return out
+
+
+def _one_blank_run(lines: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """`lines` with each run of blank lines cut to one: the blank lines of the statements that
+    went and of the one that stays would otherwise stack up (ruff E303's two blank lines)."""
+    out: list[cst.EmptyLine] = []
+    for line in lines:
+        blank = line.comment is None
+        if not (blank and out and out[-1].comment is None):
+            out.append(line)
     return out
 
 
@@ -357,7 +369,8 @@ def drop_repeats(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
             if same and (not loads or bound_at.get(name) == epoch):
                 dropped.add(i)
                 continue
-            other = holder.get(key) if not pure else None
+            # a constant (`-float("inf")`) is clearer written again than as a copy of another name
+            other = holder.get(key) if not pure and cu.names_in(value) - CONSTANT_CALLS else None
             if other is not None and other != name and (not loads or bound_at.get(other) == epoch):
                 out[i] = st.with_changes(body=[st.body[0].with_changes(value=cst.Name(other))])
             _forget(holder, name)
