@@ -3,7 +3,7 @@
 The corpus of `build.py` turns 66 kernels into upload modules and measures them; this audit
 reads much more code, as its authors wrote it, and asks only what needs no device: does any
 rule crash or hang on it, and is every rewrite one a reviewer would accept. Every `.py` file
-with a Triton kernel in sixteen pinned wheels (2451 files, 1044 of them outside the three
+with a Triton kernel in sixteen pinned wheels (2450 files, 1043 of them outside the three
 libraries the corpus extracts from) gets tier 0 (`strict=True`: a rule that raises is a failure) and
 each registered family through `apply_family`, with no findings and no cases, each run under
 a 20 s alarm. Reading the diffs it writes found a single-pass rewrite that divided by a
