@@ -125,9 +125,10 @@ FIX = [
         1,
         [
             # the loop variable is 0, each statement and the load the passes repeat is kept once
-            '    row_max = float("-inf")\n    cols = tl.arange(0, BLOCK_SIZE)\n'
+            # and the running max and sum, started at -inf and 0 and stepped once, are that step
+            '    # pass 1: row max\n    cols = tl.arange(0, BLOCK_SIZE)\n'
             '    x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n'
-            "    row_max = tl.maximum(row_max, tl.max(x, axis=0))\n",
+            "    row_max = tl.max(x, axis=0)\n",
             # the row size is a name already: the guard reads it
             "        if 0 < n_cols <= 16384:\n"
             "            single_pass_block = triton.next_power_of_2(n_cols)\n"
@@ -136,7 +137,7 @@ FIX = [
             "BLOCK_SIZE=single_pass_block, num_warps=single_pass_warps)\n"
             "        else:\n"
             "            softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=256)\n",
-            "    # pass 2: sum of exponentials\n    denom = 0.0\n    denom += tl.sum(tl.exp(x - row_max), axis=0)\n\n"
+            "    # pass 2: sum of exponentials\n    denom = tl.sum(tl.exp(x - row_max), axis=0)\n\n"
             "    # pass 3: normalise and write\n    mask = cols < n_cols\n    tl.store(",
         ],
         id="three-passes-read-the-row-once",
@@ -159,7 +160,7 @@ FIX = [
     pytest.param(
         STORE_BETWEEN,
         2,
-        ["    denom += tl.sum(tl.exp(x - row_max), axis=0)\n    tl.store(out_row + cols, x, mask=cols < n_cols)\n",
+        ["    denom = tl.sum(tl.exp(x - row_max), axis=0)\n    tl.store(out_row + cols, x, mask=cols < n_cols)\n",
          # read again after the store: it may see what the store wrote
          '    mask = cols < n_cols\n    x = tl.load(x_row + cols, mask=mask, other=float("-inf"))\n'],
         id="no-merge-across-a-store",
@@ -169,7 +170,7 @@ FIX = [
         1,
         ['    x_vals = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))\n    x = x_vals * 0.5\n',
          # the later passes' `x = x_vals * 0.5` is what x holds already
-         "    denom = 0.0\n    denom += tl.sum(", "    mask = cols < n_cols\n    tl.store("],
+         "    denom = tl.sum(", "    mask = cols < n_cols\n    tl.store("],
         id="a-pass-scales-what-it-loads-in-place",
     ),
 ]
@@ -352,3 +353,43 @@ def test_the_blank_lines_of_dropped_statements_do_not_stack_up() -> None:
     src = "x = tl.load(p)\n\ny = x\n\nx = tl.load(p)\n\n# the sum\nz = x + y\n"
     code = cst.Module(body=drop_repeats(list(cst.parse_module(src).body))).code
     assert code == "x = tl.load(p)\n\ny = x\n\n# the sum\nz = x + y\n"
+
+
+def _folded(src: str) -> str:
+    import libcst as cst
+
+    from diagnosis.engine.proposers.rules.tidy import fold_identities
+
+    return cst.Module(body=fold_identities(list(cst.parse_module(src).body))).code
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param('m = float("-inf")\nx = tl.load(p)\nm = tl.maximum(m, tl.max(x, axis=0))\n',
+                     "x = tl.load(p)\nm = tl.max(x, axis=0)\n", id="running-max"),
+        pytest.param('m = float("inf")\nm = tl.minimum(tl.min(x, axis=0), m)\n',
+                     "m = tl.min(x, axis=0)\n", id="running-min-either-side"),
+        pytest.param("s = 0.0\ns += tl.sum(tl.exp(x), axis=0)\n", "s = tl.sum(tl.exp(x), axis=0)\n",
+                     id="float-sum-of-a-float"),
+        pytest.param("s = 0\ns += tl.sum(k, axis=0)\n", "s = tl.sum(k, axis=0)\n", id="int-start"),
+        # `0.0 + e` of an integer `e` is a float: the start stays
+        pytest.param("s = 0.0\ns += tl.sum(k, axis=0)\n", "s = 0.0\ns += tl.sum(k, axis=0)\n",
+                     id="float-start-of-an-unknown-type-stays"),
+        # the online softmax on its one block (liger's fused CE+TVD, flattened)
+        pytest.param('m = -float("inf")\ns = 0.0\nb = tl.max(x, axis=0)\nn = tl.maximum(m, b)\n'
+                     "s = s * tl.exp(m - n) + tl.sum(tl.exp(x - n), axis=0)\nm = n\n",
+                     "b = tl.max(x, axis=0)\nn = b\ns = tl.sum(tl.exp(x - n), axis=0)\nm = n\n",
+                     id="online-rescale"),
+        # a start read again before it is rebound stays
+        pytest.param('m = float("-inf")\nn = tl.maximum(m, b)\ny = tl.exp(m - n)\n',
+                     'm = float("-inf")\nn = b\ny = tl.exp(m - n)\n', id="a-start-still-read-stays"),
+        # a start rebound inside a branch is not followed there
+        pytest.param('m = float("-inf")\nif c:\n    m = 1.0\nm = tl.maximum(m, b)\n',
+                     'm = float("-inf")\nif c:\n    m = 1.0\nm = tl.maximum(m, b)\n', id="rebound-in-a-branch"),
+    ],
+)  # fmt: skip
+def test_an_accumulator_stepped_once_is_written_as_its_step(before: str, after: str) -> None:
+    """The issue's machine-output complaint: a flattened softmax kept `row_max = float("-inf")`
+    then `row_max = tl.maximum(row_max, tl.max(x, axis=0))`, and `denom = 0.0; denom += ...`."""
+    assert _folded(before) == after

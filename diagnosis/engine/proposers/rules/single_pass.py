@@ -74,6 +74,11 @@ def _single_pass_kernel(kernel: cu.Kernel, loops: list[cst.For], new_name: str) 
     # a pass that scaled what it loaded in place recomputes, once the copies are folded, what its
     # name still holds (`x = x_vals * 0.5` again): kept once
     body = tidy.drop_repeats(body)
+    # accumulators started at their identity and stepped once: `m = tl.max(x, axis=0)`, not
+    # `m = -float("inf")` then `m = tl.maximum(m, tl.max(x, axis=0))`
+    folded = tidy.fold_identities(body)
+    if folded is not body:
+        body = tidy.propagate_copies(folded, set(kernel.params), [kernel.node])
     removed = before - sum(1 for st in body for n in cu.walk(st) if cu.is_call(n, "tl.load"))
     fn = kernel.node.with_changes(
         name=cst.Name(new_name),

@@ -131,7 +131,11 @@ def _carry_comments(body: list[cst.BaseStatement], dropped: set[int]) -> list[cs
             pending += list(st.leading_lines)
             continue
         if pending:
-            st = st.with_changes(leading_lines=_one_blank_run([*pending, *st.leading_lines]))
+            own = list(st.leading_lines)
+            if pending[-1].comment is not None:  # a carried comment sits right above the statement
+                while own and own[0].comment is None:
+                    own.pop(0)
+            st = st.with_changes(leading_lines=_one_blank_run([*pending, *own]))
             pending = []
         out.append(st)
     return out
@@ -462,3 +466,168 @@ def drop_unread(body: list[cst.BaseStatement], names: set[str]) -> list[cst.Base
         if not any(found[0] in cu.names_in(later) for later in body[i + 1 :]):
             dropped.add(i)
     return _carry_comments(body, dropped) if dropped else body
+
+
+# ---------------------------------------------------------------------------------------
+# accumulators on their one step
+
+FLOAT_CALLS = frozenset({"tl.exp", "tl.exp2", "tl.log", "tl.log2", "tl.sqrt", "tl.rsqrt", "tl.sigmoid",
+                         "tl.cos", "tl.sin", "tl.erf", "tl.fdiv", "tl.math.exp", "tl.math.log"})  # fmt: skip
+FOLLOW_CALLS = frozenset({"tl.sum", "tl.max", "tl.min", "tl.abs", "tl.maximum", "tl.minimum", "tl.where"})
+FLOAT_TYPES = frozenset({"tl.float16", "tl.bfloat16", "tl.float32", "tl.float64"})
+
+
+def _identity(value: cst.BaseExpression) -> str | None:
+    """'zero' for `0` or `0.0`, 'ninf' for `-float("inf")` or `float("-inf")`, 'pinf' for
+    `float("inf")`: the start of a sum, a running max, a running min."""
+    if cu.int_literal(value) == 0 or (isinstance(value, cst.Float) and float(value.value) == 0.0):
+        return "zero"
+    neg = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
+    inner = value.expression if neg else value
+    if cu.is_call(inner, "float") and len(inner.args) == 1 and isinstance(inner.args[0].value, cst.SimpleString):
+        text = inner.args[0].value.evaluated_value
+        if text in ("inf", "-inf"):
+            return "ninf" if neg != (text == "-inf") else "pinf"
+    return None
+
+
+def _floating(node: cst.BaseExpression, env: dict[str, cst.BaseExpression], depth: int = 0) -> bool:
+    """Whether `node` is certainly a floating-point value: `0.0 + e` is then `e` with its type."""
+    if depth > 8:
+        return False
+    if isinstance(node, cst.Float):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in env and _floating(env[node.value], env, depth + 1)
+    if isinstance(node, cst.UnaryOperation):
+        return _floating(node.expression, env, depth + 1)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Divide):
+            return True
+        if isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Power)):
+            return _floating(node.left, env, depth + 1) or _floating(node.right, env, depth + 1)
+        return False
+    if isinstance(node, cst.Call):
+        name = cu.call_name(node) or ""
+        if name in FLOAT_CALLS:
+            return True
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and node.args:
+            return cu.dotted(node.args[0].value) in FLOAT_TYPES
+        if name in FOLLOW_CALLS:
+            values = [a.value for a in node.args if a.keyword is None]
+            values = values[1:] if name == "tl.where" else values
+            return any(_floating(v, env, depth + 1) for v in values)
+    return False
+
+
+class _Identities(cst.CSTTransformer):
+    """One statement with the names that still hold their starting value folded away where the
+    value is the operation's identity: `tl.maximum(m, e)` for `m = -inf` is `e`, and the online
+    rescale `s * tl.exp(m - n) + e` for `s = 0`, `m = -inf` is `e` (its `0 * exp(-inf - n)` is 0
+    unless `n` is -inf too, where `e`'s `exp(x - n)` is NaN as the original's is)."""
+
+    def __init__(self, pinned: dict[str, str]) -> None:
+        self.pinned = pinned
+
+    def _is(self, node: cst.BaseExpression, kind: str) -> bool:
+        return isinstance(node, cst.Name) and self.pinned.get(node.value) == kind
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        name = cu.call_name(updated)
+        kind = {"tl.maximum": "ninf", "tl.minimum": "pinf"}.get(name or "")
+        args = updated.args
+        if kind is None or len(args) != 2 or any(a.keyword is not None or a.star for a in args):
+            return updated
+        a, b = args[0].value, args[1].value
+        if self._is(a, kind):
+            return b
+        if self._is(b, kind):
+            return a
+        return updated
+
+    def leave_BinaryOperation(self, original: cst.BinaryOperation, updated: cst.BinaryOperation) -> Any:
+        if not isinstance(updated.operator, cst.Add):
+            return updated
+        for scaled, rest in ((updated.left, updated.right), (updated.right, updated.left)):
+            if self._rescaled_zero(scaled):
+                return rest.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else rest
+        return updated
+
+    def _rescaled_zero(self, node: cst.BaseExpression) -> bool:
+        if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+            return False
+        for zero, factor in ((node.left, node.right), (node.right, node.left)):
+            if self._is(zero, "zero") and cu.is_call(factor, "tl.exp") and len(factor.args) == 1:
+                diff = factor.args[0].value
+                if (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
+                        and self._is(diff.left, "ninf")):  # fmt: skip
+                    return True
+        return False
+
+
+def fold_identities(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Straight-line code that starts accumulators at their identity and steps them once, as a
+    flattened loop does, written as that one step: `m = -float("inf")` then `m = tl.maximum(m,
+    tl.max(x, axis=0))` is `m = tl.max(x, axis=0)`; `s = 0.0` then `s += e` is `s = e` where `e`
+    is certainly floating-point (or the start is the integer 0); the online softmax's `s = s *
+    tl.exp(m - n) + e` is `s = e`. A start nothing reads any more goes."""
+    pinned: dict[str, str] = {}  # names that hold their identity start -> its kind
+    starts: dict[str, int] = {}  # such a name -> the statement that started it
+    env: dict[str, cst.BaseExpression] = {}  # the latest value of each name bound once here
+    out = list(body)
+    for i, st in enumerate(body):
+        found = _single_assign(st)
+        small = st.body[0] if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 else None
+        if pinned and small is not None and isinstance(small, (cst.Assign, cst.AugAssign)):
+            new = st.visit(_Identities(pinned))
+            small = new.body[0]
+            if (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
+                    and isinstance(small.target, cst.Name) and pinned.get(small.target.value) == "zero"
+                    and (cu.int_literal(starts_value(body, starts, small.target.value)) == 0
+                         or _floating(small.value, env))):  # fmt: skip
+                small = cst.Assign([cst.AssignTarget(small.target)], small.value)
+                new = new.with_changes(body=[small])
+            out[i] = new if new.deep_equals(st) else _one_line(new)
+            found = _single_assign(out[i])
+        for name in assigned(out[i]):
+            pinned.pop(name, None)
+            env.pop(name, None)
+        if found is not None:
+            name, value = found
+            kind = _identity(value)
+            if kind is not None:
+                pinned[name], starts[name] = kind, i
+            else:
+                env[name] = value
+    dropped = set()
+    for name, i in starts.items():
+        end = next((j for j in range(i + 1, len(out)) if name in assigned(out[j])), len(out) - 1)
+        if not any(name in cu.names_in(_value_of(out[j])) for j in range(i + 1, end + 1)):
+            dropped.add(i)
+    return _carry_comments(out, dropped) if dropped or out != body else body
+
+
+def starts_value(body: list[cst.BaseStatement], starts: dict[str, int], name: str) -> cst.BaseExpression | None:
+    found = _single_assign(body[starts[name]]) if name in starts else None
+    return found[1] if found is not None else None
+
+
+def _value_of(st: cst.BaseStatement) -> cst.CSTNode:
+    """What a statement reads: an assignment's value, or the whole statement."""
+    found = _single_assign(st)
+    return found[1] if found is not None else st
+
+
+def _one_line(st: cst.SimpleStatementLine, width: int = 100) -> cst.SimpleStatementLine:
+    """A folded statement whose value kept the line breaks of what it lost (`s * tl.exp(m - n)
+    + tl.sum(\n    ...\n)`), on one line where it fits in `width` columns at an indentation of 4."""
+    small = st.body[0]
+    if not isinstance(small, cst.Assign) or "\n" not in cu.code(small.value):
+        return st
+    if any(isinstance(n, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) for n in cu.walk(small.value)):
+        return st  # ast.unparse would requote them
+    flat = ast.unparse(ast.parse(cu.code(small.value).strip(), mode="eval"))
+    line = f"{cu.code(small.targets[0].target)} = {flat}"
+    if 4 + len(line) > width:
+        return st
+    return st.with_changes(body=[small.with_changes(value=cu.expr(flat))])
