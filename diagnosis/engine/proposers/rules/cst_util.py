@@ -851,7 +851,8 @@ def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]
     unread: set[int] = set()
     partial: dict[int, set[str]] = {}
     every_kernel = set(find_kernels(tree))
-    functions = {id(fn): fn for lc in find_launches(tree, kernels) if (fn := _reading_scope(lc, every_kernel))}
+    scopes = (_reading_scope(lc, every_kernel) for lc in find_launches(tree, kernels))
+    functions = {id(fn): fn for fn in scopes}
     for fn in functions.values():
         bindings = Bindings(fn)
         reads = name_loads(fn.body, bindings.target_ids)
@@ -1273,7 +1274,7 @@ class _BindLoopNames(cst.CSTTransformer):
         return updated
 
     def leave_Lambda(self, original: cst.Lambda, updated: cst.Lambda) -> cst.Lambda:
-        bound = set().union(*self.loops) if self.loops else set()
+        bound = set().union(*self.loops)
         if not bound or code(original) in self.authors:
             return updated
         params = updated.params
@@ -1281,9 +1282,7 @@ class _BindLoopNames(cst.CSTTransformer):
         late = sorted((names_in(updated.body) & bound) - own)
         if not late:
             return updated
-        defaults = [cst.Param(cst.Name(n), default=cst.Name(n), equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-            for n in late]
+        defaults = [cst.Param(cst.Name(n), default=cst.Name(n), equal=_TIGHT) for n in late]
         return updated.with_changes(params=params.with_changes(params=[*params.params, *defaults]))
 
 

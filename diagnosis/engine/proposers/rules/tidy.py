@@ -581,13 +581,10 @@ def fold_identities(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         if pinned and small is not None and isinstance(small, (cst.Assign, cst.AugAssign)):
             new = st.visit(_Identities(pinned))
             small = new.body[0]
-            if (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
-                    and isinstance(small.target, cst.Name) and pinned.get(small.target.value) == "zero"
-                    and (cu.int_literal(starts_value(body, starts, small.target.value)) == 0
-                         or _floating(small.value, env))):  # fmt: skip
-                small = cst.Assign([cst.AssignTarget(small.target)], small.value)
-                new = new.with_changes(body=[small])
-            out[i] = new if new.deep_equals(st) else _one_line(new)
+            if _sum_from_zero(small, pinned) and (_int_start(body[starts[small.target.value]])
+                                                   or _floating(small.value, env)):  # fmt: skip
+                new = new.with_changes(body=[cst.Assign([cst.AssignTarget(small.target)], small.value)])
+            out[i] = st if new.deep_equals(st) else _one_line(new)
             found = _single_assign(out[i])
         for name in assigned(out[i]):
             pinned.pop(name, None)
@@ -607,9 +604,16 @@ def fold_identities(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     return _carry_comments(out, dropped) if dropped or out != body else body
 
 
-def starts_value(body: list[cst.BaseStatement], starts: dict[str, int], name: str) -> cst.BaseExpression | None:
-    found = _single_assign(body[starts[name]]) if name in starts else None
-    return found[1] if found is not None else None
+def _sum_from_zero(small: cst.BaseSmallStatement, pinned: dict[str, str]) -> bool:
+    """`s += e` where `s` still holds its start of 0."""
+    return (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
+            and isinstance(small.target, cst.Name) and pinned.get(small.target.value) == "zero")  # fmt: skip
+
+
+def _int_start(st: cst.BaseStatement) -> bool:
+    """`s = 0`: `0 + e` is `e` with its own type, whatever `e` is."""
+    found = _single_assign(st)
+    return found is not None and cu.int_literal(found[1]) == 0
 
 
 def _value_of(st: cst.BaseStatement) -> cst.CSTNode:
