@@ -72,7 +72,7 @@ RELOADS = [
         single_pass(RELOAD_SOFTMAX),
         [
             "    num = tl.exp(x - row_max)\n    y_val = num.to(y_ptr.dtype.element_ty)\n"
-            "    denom += tl.sum(num, axis=0)\n",
+            "    denom = tl.sum(num, axis=0)\n",
             "    tl.store(y_row + cols, y_val / denom, mask=mask)\n",
             "            softmax_kernel_single_pass[(n_rows,)](",
         ],
