@@ -1252,19 +1252,15 @@ class _BindLoopNames(cst.CSTTransformer):
         self.authors = authors  # the code of the lambdas `before` had: the author's, left alone
         self.loops: list[set[str]] = []
 
-    def visit_For(self, node: cst.For) -> None:
+    def visit_For(self, node: cst.For | cst.While) -> None:
         self.loops.append(_loop_bound(node))
 
-    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+    def leave_For(self, original: cst.For | cst.While, updated: Any) -> Any:
         self.loops.pop()
         return updated
 
-    def visit_While(self, node: cst.While) -> None:
-        self.loops.append(_loop_bound(node))
-
-    def leave_While(self, original: cst.While, updated: cst.While) -> cst.While:
-        self.loops.pop()
-        return updated
+    visit_While = visit_For
+    leave_While = leave_For
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.loops.append(set())  # a loop outside a function's body does not rebind its names

@@ -478,9 +478,11 @@ FLOAT_TYPES = frozenset({"tl.float16", "tl.bfloat16", "tl.float32", "tl.float64"
 
 
 def _identity(value: cst.BaseExpression) -> str | None:
-    """'zero' for `0` or `0.0`, 'ninf' for `-float("inf")` or `float("-inf")`, 'pinf' for
-    `float("inf")`: the start of a sum, a running max, a running min."""
-    if cu.int_literal(value) == 0 or (isinstance(value, cst.Float) and float(value.value) == 0.0):
+    """'int0' for `0`, 'zero' for `0.0`, 'ninf' for `-float("inf")` or `float("-inf")`, 'pinf'
+    for `float("inf")`: the start of a sum, a running max, a running min."""
+    if cu.int_literal(value) == 0:
+        return "int0"  # `0 + e` is `e` with its own type, whatever `e` is
+    if isinstance(value, cst.Float) and float(value.value) == 0.0:
         return "zero"
     neg = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
     inner = value.expression if neg else value
@@ -530,7 +532,7 @@ class _Identities(cst.CSTTransformer):
         self.pinned = pinned
 
     def _is(self, node: cst.BaseExpression, kind: str) -> bool:
-        return isinstance(node, cst.Name) and self.pinned.get(node.value) == kind
+        return isinstance(node, cst.Name) and _kind_is(self.pinned.get(node.value), kind)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         name = cu.call_name(updated)
@@ -581,8 +583,8 @@ def fold_identities(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         if pinned and small is not None and isinstance(small, (cst.Assign, cst.AugAssign)):
             new = st.visit(_Identities(pinned))
             small = new.body[0]
-            if _sum_from_zero(small, pinned) and (_int_start(body[starts[small.target.value]])
-                                                   or _floating(small.value, env)):  # fmt: skip
+            start = _sum_from_zero(small, pinned)
+            if start == "int0" or (start == "zero" and _floating(small.value, env)):
                 new = new.with_changes(body=[cst.Assign([cst.AssignTarget(small.target)], small.value)])
             out[i] = st if new.deep_equals(st) else _one_line(new)
             found = _single_assign(out[i])
@@ -601,19 +603,20 @@ def fold_identities(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         end = next((j for j in range(i + 1, len(out)) if name in assigned(out[j])), len(out) - 1)
         if not any(name in cu.names_in(_value_of(out[j])) for j in range(i + 1, end + 1)):
             dropped.add(i)
-    return _carry_comments(out, dropped) if dropped or out != body else body
+    changed = dropped or any(o is not b for o, b in zip(out, body, strict=True))
+    return _carry_comments(out, dropped) if changed else body
 
 
-def _sum_from_zero(small: cst.BaseSmallStatement, pinned: dict[str, str]) -> bool:
-    """`s += e` where `s` still holds its start of 0."""
-    return (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
-            and isinstance(small.target, cst.Name) and pinned.get(small.target.value) == "zero")  # fmt: skip
+def _kind_is(kind: str | None, wanted: str) -> bool:
+    return kind == wanted or (wanted == "zero" and kind == "int0")
 
 
-def _int_start(st: cst.BaseStatement) -> bool:
-    """`s = 0`: `0 + e` is `e` with its own type, whatever `e` is."""
-    found = _single_assign(st)
-    return found is not None and cu.int_literal(found[1]) == 0
+def _sum_from_zero(small: cst.BaseSmallStatement, pinned: dict[str, str]) -> str | None:
+    """The start's kind ('int0' or 'zero') of `s += e` where `s` still holds its start of 0."""
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.target, cst.Name):
+        kind = pinned.get(small.target.value)
+        return kind if _kind_is(kind, "zero") else None
+    return None
 
 
 def _value_of(st: cst.BaseStatement) -> cst.CSTNode:
