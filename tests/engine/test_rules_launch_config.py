@@ -227,6 +227,38 @@ return x
 ]  # fmt: skip
 
 NOOP = [
+    # a grid the function around a nested launch binds twice: it may be rebound between the
+    # `def` and the call, so the launch's grid is not known
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+grid = (triton.cdiv(n, 1024),)
+
+def run():
+    copy_kernel[grid](x, out, n, BLOCK_SIZE=1024)
+
+grid = (triton.cdiv(n, 512),)
+run()
+return out
+'''),
+        id="a-nested-launchs-grid-rebound-after-the-def",
+    ),
+    # the nested function's parameter hides the outer `block`: what the launch passes is unknown
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+block = 1024
+
+def run(block):
+    copy_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK_SIZE=block)
+
+run(2048)
+return out
+'''),
+        id="a-nested-functions-parameter-hides-the-outer-block",
+    ),
     pytest.param(
         HEADER + "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024}), triton.Config({'BLOCK_SIZE': 4096})],"
         " key=['n'])\n" + ELEMENTWISE_KERNEL + wrapper('''
@@ -349,6 +381,45 @@ return out
         id="a-step-the-enclosing-function-computed-goes-with-the-argument",
     )
 )  # fmt: skip
+
+
+# The block, or the grid, of a launch in a nested function written in the function around it:
+# the rule reads them there, and edits them where they are.
+FIX += [
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+block = 1024
+
+def run():
+    copy_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK_SIZE=block)
+
+run()
+return out
+'''),
+        ['copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, out, n)', 'key=["n"]'],
+        ["block = 1024", "BLOCK_SIZE=block"],
+        id="a-nested-launch-reads-its-block-from-the-function-around-it",
+    ),
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+BLOCK = 1024
+grid = (triton.cdiv(n, BLOCK),)
+
+def run():
+    copy_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK)
+
+run()
+return out
+'''),
+        ['grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)', "copy_kernel[grid](x, out, n)"],
+        ["BLOCK = 1024", "BLOCK_SIZE=BLOCK"],
+        id="a-nested-launch-reads-its-grid-from-the-function-around-it",
+    ),
+]
 
 
 # Warps a wrapper computes (liger's and flag_gems' styles): once the launch stops passing them,

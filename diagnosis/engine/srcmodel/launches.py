@@ -45,6 +45,23 @@ class Launch:
         return ".".join([self.classname, *parts] if self.classname else parts)
 
     @property
+    def reading_scope(self) -> cst.FunctionDef:
+        """The function whose locals the launch may read: the outermost around it (unsloth's
+        launches sit in a nested `def run()` and read the `block` their enclosing function
+        computed), or the innermost where a kernel is defined inside the outer one (its body
+        holds no local of the launch's)."""
+        outer = self.scope[0]
+        if outer is self.function or self.model is None:
+            return self.function
+        kernels = {id(k.node) for k in self.model.all_kernels}
+        if any(isinstance(n, cst.FunctionDef) and id(n) in kernels for n in read.walk(outer.body)):
+            return self.function
+        # a parameter of a function in between hides the outer binding of its name
+        inner = {p.name.value for fn in self.scope[1:] for p in read.params_of(fn)}
+        outer_names = {p.name.value for p in read.params_of(outer)} | read.bound_names(outer.body)
+        return self.function if inner & outer_names else outer
+
+    @property
     def positional(self) -> list[cst.Arg]:
         return [a for a in self.call.args if a.keyword is None and a.star == ""]
 
@@ -468,7 +485,7 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
     node = launch.grid
     binding = None
     if isinstance(node, cst.Name):
-        value = bound_at(launch.function, node.value, launch.call)
+        value = bound_at(launch.function, node.value, launch.call) or _enclosing_value(launch, node.value)
         if isinstance(value, cst.FunctionDef):  # the `def` of one branch reaches the launch
             return _function_grid(node, value, binding, local=True)
         if value is not None:
@@ -554,6 +571,19 @@ def _bindings(function: cst.FunctionDef, name: str) -> list[tuple[cst.CSTNode, c
         elif isinstance(n, cst.ClassDef) and n.name.value == name:
             found.append((n, None))
     return found
+
+
+def _enclosing_value(launch: Launch, name: str) -> cst.BaseExpression | None:
+    """The value of a name a launch in a nested function reads from the function around it
+    (`grid = (...)` before `def run(): k[grid](...)`): that of its one binding there, none where
+    the nested function binds the name itself or the outer one binds it more than once (it
+    could be rebound between the `def` and the call)."""
+    scope = launch.reading_scope
+    fn = launch.function
+    if scope is fn or name in {p.name.value for p in read.params_of(fn)} or _bindings(fn, name):
+        return None
+    found = _bindings(scope, name)
+    return found[0][1] if len(found) == 1 else None
 
 
 def bound_at(function: cst.FunctionDef, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:

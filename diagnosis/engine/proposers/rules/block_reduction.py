@@ -83,7 +83,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], taken: set[str]) -> dict
     launch = mine[0]
     if kernel.autotuned or kernel.supplied_unknown:
         return None  # the program count would be the autotuner's choice
-    wb = cu.Bindings(launch.function)
+    wb = cu.Bindings(launch.reading_scope)
     axes = cu.grid_axes(launch, kernel)  # a tuple, or a lambda read at the launch's block
     if axes is None or len(axes) != 1:
         return None
@@ -124,7 +124,7 @@ def _fresh_zeros(launch: cu.Launch, out: str, wb: cu.Bindings) -> cst.Call | Non
 
 def _wrapper_edits(plan: dict) -> list[tuple[cst.CSTNode, Any]]:
     launch: cu.Launch = plan["launch"]
-    taken = cu.all_names(launch.function)
+    taken = cu.all_names(launch.reading_scope)
     n_var = cu.fresh_name("n_partials", taken)
     p_var = cu.fresh_name("partials", taken)
     out = plan["out"]

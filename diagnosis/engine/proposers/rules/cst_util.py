@@ -850,8 +850,7 @@ def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]
     drop: set[int] = set()
     unread: set[int] = set()
     partial: dict[int, set[str]] = {}
-    every_kernel = set(find_kernels(tree))
-    scopes = (_reading_scope(lc, every_kernel) for lc in find_launches(tree, kernels))
+    scopes = (lc.reading_scope for lc in find_launches(tree, kernels))
     functions = {id(fn): fn for fn in scopes}
     for fn in functions.values():
         bindings = Bindings(fn)
@@ -862,15 +861,6 @@ def remove_dead_locals(tree: cst.Module, kernels: set[str], candidates: set[str]
         drop |= dead.settle()
         partial.update(dead.partial)
     return tree.visit(_Prune(drop, unread, partial)) if drop or unread or partial else tree
-
-
-def _reading_scope(launch: Launch, kernels: set[str]) -> cst.FunctionDef:
-    """The function whose locals a launch may read: the outermost around it (unsloth's launches
-    sit in a nested `def run()` and read the `block` their enclosing function computed), or the
-    innermost where a kernel is defined inside the outer one (its body is not the launch's)."""
-    outer = launch.scope[0]
-    inner = (n for n in walk(outer.body) if isinstance(n, cst.FunctionDef) and n.name.value in kernels)
-    return launch.function if next(inner, None) is not None else outer
 
 
 def drop_dead(fn: cst.FunctionDef, pure: Callable[[cst.CSTNode], bool]) -> cst.FunctionDef:

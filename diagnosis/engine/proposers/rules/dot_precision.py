@@ -79,7 +79,7 @@ def _param_edits(
                 return None
             assert isinstance(default, cst.SimpleString)
             edits.append((default, _tf32_like(default)))
-        elif _resolve(value, cu.Bindings(lc.function), strings) == IEEE:
+        elif _resolve(value, cu.Bindings(lc.reading_scope), strings) == IEEE:
             edits.append((value, _tf32_like(value) if isinstance(value, cst.SimpleString) else cu.expr(f'"{TF32}"')))
         else:
             return None

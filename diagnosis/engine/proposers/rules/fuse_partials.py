@@ -355,7 +355,7 @@ def _find(tree: cst.Module, sp: Spelling, inp: RuleInput) -> _Match | None:
     for body, launched in sequences:
         if not launched:
             continue
-        wb = cu.Bindings(launched[0].function)
+        wb = cu.Bindings(launched[0].reading_scope)
         for i, la in enumerate(launched):
             for lb in launched[i + 1 :]:
                 if (

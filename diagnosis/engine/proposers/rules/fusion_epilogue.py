@@ -144,7 +144,7 @@ def _match(
     tmp = tmp_expr.value
     out_param = c.stores[0][0]
     out_expr = bc.get(out_param)
-    wb = cu.Bindings(lp.function)
+    wb = cu.Bindings(lp.reading_scope)
     tmp_b = wb.single(tmp)
     if tmp_b is None or cu.call_name(tmp_b.value) not in ALLOCS:
         return None
@@ -158,7 +158,7 @@ def _match(
     allowed = {id(a.value) for a in lp.call.args if a.value is tmp_expr} | {
         id(a.value) for a in lc.call.args if a.value is bc[t2]
     }
-    if len(allowed) != 2 or not metadata_only(lp.function, wb, tmp, allowed):
+    if len(allowed) != 2 or not metadata_only(lp.reading_scope, wb, tmp, allowed):
         return None
     # C's statements, once its loads of tmp are the kept value, use none of its indexing
     rest = [s for s in cu.body_statements(c.kernel.node.body) if s not in c.defs]

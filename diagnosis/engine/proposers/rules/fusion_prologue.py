@@ -265,7 +265,7 @@ def _match(lp: cu.Launch, lc: cu.Launch, p: Elementwise, c: cu.Kernel, body: lis
     if not isinstance(tmp_expr, cst.Name):
         return None
     tmp = tmp_expr.value
-    wb = cu.Bindings(lp.function)
+    wb = cu.Bindings(lp.reading_scope)
     tmp_b = wb.single(tmp)
     if tmp_b is None or cu.call_name(tmp_b.value) not in ALLOCS:
         return None
@@ -290,10 +290,10 @@ def _match(lp: cu.Launch, lc: cu.Launch, p: Elementwise, c: cu.Kernel, body: lis
     if seen_as != tmp:
         alias = wb.single(seen_as)
         assert alias is not None and isinstance(alias.value, cst.Call)
-        if not metadata_only(lp.function, wb, seen_as, by_c):
+        if not metadata_only(lp.reading_scope, wb, seen_as, by_c):
             return None
         by_c = {id(alias.value.func.value)}
-    if not metadata_only(lp.function, wb, tmp, by_p | by_c):
+    if not metadata_only(lp.reading_scope, wb, tmp, by_p | by_c):
         return None
     # C writes none of P's inputs (the fused C would read what it wrote)
     inputs = {cu.code(bp[q]) for q in set(p.direct) | p.other_loads}

@@ -132,7 +132,7 @@ def _find(tree: cst.Module, inp: RuleInput) -> _Match | None:
     for body, launched in sequences:
         if not launched:
             continue
-        wb = cu.Bindings(launched[0].function)
+        wb = cu.Bindings(launched[0].reading_scope)
         for i, lr in enumerate(launched):
             if lr.kernel not in rows:
                 continue

@@ -895,7 +895,7 @@ def _plan(
     loads, stores = cu.memory_params(kernel)
     if "?" in stores or ("?" in loads and stores):
         return None  # a write, or a read, whose tensor cannot be told: it may alias anything
-    bindings = cu.Bindings(launch.function)
+    bindings = cu.Bindings(launch.reading_scope)
     # what the launch receives along every call path (a helper called for q and again for k);
     # the size dispatch alone reads the first path's values case by case
     values = cu.launch_values_every_path(launch, kernel, inp.context.cases)
@@ -965,7 +965,7 @@ def _plan(
         if cu.depends_on_block(cu.closure(a.value, bindings, set()), names, tuned):
             return None
 
-    taken = cu.all_names(launch.function)
+    taken = cu.all_names(launch.reading_scope)
     meta = "meta" if "meta" not in taken else cu.fresh_name("meta", taken)
     if tuned:
         new_grid = _rewrite_grid(plan, bindings, names, meta)
@@ -1050,7 +1050,7 @@ def _tuned_definition(plan: Plan, tree: cst.Module) -> list[cst.BaseStatement]:
 
 
 def _reads(launch: cu.Launch, name: str, bindings: cu.Bindings) -> int:
-    return cu.name_loads(launch.function.body, bindings.target_ids)[name]
+    return cu.name_loads(launch.reading_scope.body, bindings.target_ids)[name]
 
 
 @dataclass

@@ -150,7 +150,7 @@ def _plan(kernel: cu.Kernel, launch: cu.Launch, blockers: list[str]) -> _Plan | 
     tensors = [bound[p].value for p in kernel.params if p in pointers]  # type: ignore[union-attr]
     outputs = [bound[p].value for p in kernel.params if p in stores]  # type: ignore[union-attr]
     ranks = _ranks(bound)
-    wb = cu.Bindings(launch.function)
+    wb = cu.Bindings(launch.reading_scope)
     sizes: list[str] = []
     for p in kernel.params:
         e = bound.get(p)

@@ -97,8 +97,8 @@ def pipeline_dot_loops(source: str, inp: RuleInput) -> Rewrite | None:
                     found += e
                     what += w
         for lc in (lc for lc in launches if lc.kernel == k.name):
-            wb = cu.Bindings(lc.function)
-            reads = cu.name_loads(lc.function.body, wb.target_ids)
+            wb = cu.Bindings(lc.reading_scope)
+            reads = cu.name_loads(lc.reading_scope.body, wb.target_ids)
             e, w = _fix_args(
                 list(lc.call.args),
                 lambda x, wb=wb: _value(x, wb, consts),

@@ -143,7 +143,7 @@ def _plan(kernel: cu.Kernel, launches: list[cu.Launch], inp: RuleInput, taken_mo
     bound_expr = launch.bound(kernel).get(bound)
     if bound_expr is None or not _simple(bound_expr):
         return None
-    wb = cu.Bindings(launch.function)
+    wb = cu.Bindings(launch.reading_scope)
     names = {block_arg.value.value: block} if block_arg is not None and isinstance(block_arg.value, cst.Name) else {}
     value = cu.resolve_int(block_arg.value, wb) if block_arg is not None else cu.int_literal(kernel.defaults.get(block))
     tuned = {block: value} if value is not None else {}
@@ -251,7 +251,7 @@ def single_pass_rows(source: str, inp: RuleInput) -> Rewrite | None:
         kernel: cu.Kernel = p["kernel"]
         edits.append((kernel.node, cst.FlattenSentinel([kernel.node, p["fn"]])))
         launch: cu.Launch = p["launch"]
-        guard, n_var = _guarded_launch(p, cu.all_names(launch.function))
+        guard, n_var = _guarded_launch(p, cu.all_names(launch.reading_scope))
         if n_var is None:
             edits.append((launch.statement, guard.with_changes(leading_lines=launch.statement.leading_lines)))
             continue

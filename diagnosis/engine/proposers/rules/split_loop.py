@@ -470,7 +470,7 @@ def _plan(s: _Split, taken: set[str], inp: RuleInput, stages: Stages | None = No
         return None
     statement = s.launch.statement
     assert statement is not None
-    w_taken = cu.all_names(s.launch.function)
+    w_taken = cu.all_names(s.launch.reading_scope)
     k_taken = cu.all_names(s.kernel.node)
     n_var = cu.fresh_name("n_split", w_taken)
     p_var = cu.fresh_name("partials", w_taken)

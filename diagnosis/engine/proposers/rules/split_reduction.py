@@ -352,7 +352,7 @@ def _two_stage(m: _Split, tree_taken: set[str]) -> list[tuple[cst.CSTNode, Any]]
     out_arg = m.launch.bound(m.kernel).get(m.ptr)
     if count is None or not isinstance(out_arg, cst.Name):
         return None
-    wb = cu.Bindings(m.launch.function)
+    wb = cu.Bindings(m.launch.reading_scope)
     alloc = wb.single(out_arg.value)
     if alloc is None or not (alloc.value is not None and cu.is_call(alloc.value, *ALLOCATORS)):
         return None  # a dense tensor the wrapper made: offsets from out_ptr stay below numel()
@@ -381,7 +381,7 @@ def _two_stage(m: _Split, tree_taken: set[str]) -> list[tuple[cst.CSTNode, Any]]
     except ValueError:
         return None
 
-    w_taken = cu.all_names(m.launch.function)
+    w_taken = cu.all_names(m.launch.reading_scope)
     n_split = cu.fresh_name("n_split", w_taken)
     n_out = cu.fresh_name("n_out", w_taken)
     partials = cu.fresh_name("partials", w_taken)

@@ -185,7 +185,7 @@ def second_stage(kernel: cu.Kernel, launch: cu.Launch, sp: Spelling) -> bool:
     """The kernel loads a tensor its wrapper allocated (`torch.empty(...)` and the like), or from
     a base it cannot name: those are someone's partials, and the kernel is their second stage."""
     bound = launch.bound(kernel)
-    wb = cu.Bindings(launch.function)
+    wb = cu.Bindings(launch.reading_scope)
     loads, _ = memory_params(kernel, sp)
     for p in loads:
         arg = bound.get(p)
@@ -239,7 +239,7 @@ def read_grid(launch: cu.Launch) -> Grid | None:
     name bound once to one of those."""
     grid = launch.grid
     if isinstance(grid, cst.Name):
-        b = cu.Bindings(launch.function).single(grid.value)
+        b = cu.Bindings(launch.reading_scope).single(grid.value)
         if b is None or b.value is None:
             return None
         grid = b.value

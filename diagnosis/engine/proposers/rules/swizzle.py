@@ -60,7 +60,7 @@ def _grid_tuple(launch: cu.Launch, bindings: cu.Bindings) -> tuple[cst.Tuple, cs
     grid = launch.grid
     if isinstance(grid, cst.Name):
         b = bindings.single(grid.value)
-        if b is None or b.value is None or cu.name_loads(launch.function.body, bindings.target_ids)[grid.value] != 1:
+        if b is None or b.value is None or cu.name_loads(launch.reading_scope.body, bindings.target_ids)[grid.value] != 1:
             return None
         grid = b.value
     if isinstance(grid, cst.Lambda):
@@ -125,7 +125,7 @@ def _plan_2d(kernel: cu.Kernel, launch: cu.Launch) -> list[tuple[cst.CSTNode, An
         return None
     bm, bn = next(iter(blocks[0])), next(iter(blocks[1]))
 
-    wb = cu.Bindings(launch.function)
+    wb = cu.Bindings(launch.reading_scope)
     found = _grid_tuple(launch, wb)
     if found is None:
         return None
@@ -252,7 +252,7 @@ def _bound_of(kernel: cu.Kernel, bm: str) -> str | None:
 
 def _m_from_grid(kernel: cu.Kernel, launch: cu.Launch, bm: str) -> str | None:
     """M, from a launch grid `(triton.cdiv(M, BM) * triton.cdiv(N, BN),)`."""
-    wb = cu.Bindings(launch.function)
+    wb = cu.Bindings(launch.reading_scope)
     found = _grid_tuple(launch, wb)
     if found is None or len(found[0].elements) != 1:
         return None

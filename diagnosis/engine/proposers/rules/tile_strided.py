@@ -597,7 +597,7 @@ def _launch_int(
         known = param in kernel.tuned_values and not kernel.supplied_unknown
         return max(kernel.tuned_values[param]) if known else None
     bound = launch.bound(kernel).get(param, kernel.defaults.get(param))
-    value = cu.resolve_int(bound, cu.Bindings(launch.function))
+    value = cu.resolve_int(bound, cu.Bindings(launch.reading_scope))
     if value is None and isinstance(bound, cst.Name):
         value = cu.module_ints(tree).get(bound.value)
     if value is not None:

@@ -401,7 +401,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
         return None
     if second_stage(w.kernel, w.launch, w.sp):
         return None
-    wb = cu.Bindings(w.launch.function)
+    wb = cu.Bindings(w.launch.reading_scope)
     consts = constexprs(w.kernel, w.sp)
     extra = sorted(
         (cu.names_in(w.value) - cu.names_in(w.partial)) & (set(w.kernel.params) - set(consts)),
@@ -409,7 +409,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     )
     if any(p not in bound for p in extra):
         return None
-    w_taken = cu.all_names(w.launch.function)
+    w_taken = cu.all_names(w.launch.reading_scope)
     n_var = cu.fresh_name("n_partials", w_taken)
     p_var = cu.fresh_name("partials", w_taken)
     k_taken = cu.all_names(w.kernel.node)
@@ -470,7 +470,7 @@ def _plan(w: _Whole, taken: set[str], inp: RuleInput) -> list[tuple[cst.CSTNode,
     ]
     # a grid bound to a local for this launch alone is dead now
     grid = w.launch.grid
-    if isinstance(grid, cst.Name) and cu.name_loads(w.launch.function.body, wb.target_ids)[grid.value] == 1:
+    if isinstance(grid, cst.Name) and cu.name_loads(w.launch.reading_scope.body, wb.target_ids)[grid.value] == 1:
         b = wb.single(grid.value)
         if b is not None and isinstance(b.statement, cst.SimpleStatementLine) and len(b.statement.body) == 1:
             edits.append((b.statement, cst.RemoveFromParent()))
