@@ -227,6 +227,18 @@ return x
 ]  # fmt: skip
 
 NOOP = [
+    # the author says the fixed warps keep the numerics the same at every shape (sglang's MLA
+    # decode): a config per shape would reorder the reductions
+    pytest.param(
+        HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+# num_warps reorders the fp32 accumulation: one geometry for every batch
+row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols), num_warps=4)
+return out
+'''),
+        id="warps-fixed-for-reproducible-numerics",
+    ),
     # a grid the function around a nested launch binds twice: it may be rebound between the
     # `def` and the call, so the launch's grid is not known
     pytest.param(
@@ -418,6 +430,32 @@ return out
         ['grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)', "copy_kernel[grid](x, out, n)"],
         ["BLOCK = 1024", "BLOCK_SIZE=BLOCK"],
         id="a-nested-launch-reads-its-grid-from-the-function-around-it",
+    ),
+    # a comment about something else that is invariant does not hold the warps fixed
+    pytest.param(
+        HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+# the loop-invariant row offset is hoisted in the kernel
+row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols), num_warps=4)
+return out
+'''),
+        ["triton.Config({}, num_warps=4),\n        triton.Config({}, num_warps=2),"],
+        [", num_warps=4)\n"],
+        id="a-comment-on-a-loop-invariant-leaves-the-warps-tunable",
+    ),
+    # ... and an element-wise kernel computes the same values at any block and warps
+    pytest.param(
+        HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+# bit-identical to torch's copy
+copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)
+return out
+'''),
+        ['copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, out, n)'],
+        ["BLOCK_SIZE=1024"],
+        id="a-bit-exact-element-wise-kernel-is-still-tuned",
     ),
 ]
 
