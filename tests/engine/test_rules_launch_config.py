@@ -60,6 +60,42 @@ def wrapper(body: str) -> str:
     return f"class ModelNew:\n    def forward(self, x):\n{lines}\n"
 
 
+# A launch in a nested function (unsloth_zoo's `def run()` handed to a launcher) whose block is
+# written in the function around it
+NESTED = HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+block = 1024
+
+def run():
+    copy_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK_SIZE=block)
+
+run()
+return out
+''')
+NESTED_GRID = h.variant(
+    NESTED,
+    ("        block = 1024\n", "        block = 1024\n        grid = (triton.cdiv(n, block),)\n"),
+    ("copy_kernel[(triton.cdiv(n, block),)]", "copy_kernel[grid]"),
+)
+
+# A launch under a comment (sglang's MLA decode says why its warps are fixed)
+COMMENTED_ROW = HEADER + ROW_KERNEL + wrapper('''
+n_rows, n_cols = x.shape
+out = torch.empty_like(x)
+# COMMENT
+row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols), num_warps=4)
+return out
+''')
+COMMENTED_COPY = HEADER + ELEMENTWISE_KERNEL + wrapper('''
+n = x.numel()
+out = torch.empty_like(x)
+# COMMENT
+copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)
+return out
+''')
+
+
 FIX = [
     pytest.param(
         h.source("vec_add.py"),
@@ -227,48 +263,21 @@ return x
 ]  # fmt: skip
 
 NOOP = [
-    # the author says the fixed warps keep the numerics the same at every shape (sglang's MLA
-    # decode): a config per shape would reorder the reductions
+    # the author says the fixed warps keep the numerics the same at every shape: a config per
+    # shape would reorder the reductions
     pytest.param(
-        HEADER + ROW_KERNEL + wrapper('''
-n_rows, n_cols = x.shape
-out = torch.empty_like(x)
-# num_warps reorders the fp32 accumulation: one geometry for every batch
-row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols), num_warps=4)
-return out
-'''),
+        COMMENTED_ROW.replace("COMMENT", "num_warps reorders the fp32 accumulation: one geometry for every batch"),
         id="warps-fixed-for-reproducible-numerics",
     ),
     # a grid the function around a nested launch binds twice: it may be rebound between the
     # `def` and the call, so the launch's grid is not known
     pytest.param(
-        HEADER + ELEMENTWISE_KERNEL + wrapper('''
-n = x.numel()
-out = torch.empty_like(x)
-grid = (triton.cdiv(n, 1024),)
-
-def run():
-    copy_kernel[grid](x, out, n, BLOCK_SIZE=1024)
-
-grid = (triton.cdiv(n, 512),)
-run()
-return out
-'''),
+        h.variant(NESTED_GRID, ("        run()\n", "        grid = (triton.cdiv(n, 512),)\n        run()\n")),
         id="a-nested-launchs-grid-rebound-after-the-def",
     ),
     # the nested function's parameter hides the outer `block`: what the launch passes is unknown
     pytest.param(
-        HEADER + ELEMENTWISE_KERNEL + wrapper('''
-n = x.numel()
-out = torch.empty_like(x)
-block = 1024
-
-def run(block):
-    copy_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK_SIZE=block)
-
-run(2048)
-return out
-'''),
+        h.variant(NESTED, ("def run():", "def run(block):"), ("        run()\n", "        run(2048)\n")),
         id="a-nested-functions-parameter-hides-the-outer-block",
     ),
     pytest.param(
@@ -399,60 +408,27 @@ return out
 # the rule reads them there, and edits them where they are.
 FIX += [
     pytest.param(
-        HEADER + ELEMENTWISE_KERNEL + wrapper('''
-n = x.numel()
-out = torch.empty_like(x)
-block = 1024
-
-def run():
-    copy_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK_SIZE=block)
-
-run()
-return out
-'''),
+        NESTED,
         ['copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, out, n)', 'key=["n"]'],
         ["block = 1024", "BLOCK_SIZE=block"],
         id="a-nested-launch-reads-its-block-from-the-function-around-it",
     ),
     pytest.param(
-        HEADER + ELEMENTWISE_KERNEL + wrapper('''
-n = x.numel()
-out = torch.empty_like(x)
-BLOCK = 1024
-grid = (triton.cdiv(n, BLOCK),)
-
-def run():
-    copy_kernel[grid](x, out, n, BLOCK_SIZE=BLOCK)
-
-run()
-return out
-'''),
+        NESTED_GRID,
         ['grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)', "copy_kernel[grid](x, out, n)"],
-        ["BLOCK = 1024", "BLOCK_SIZE=BLOCK"],
+        ["block = 1024", "BLOCK_SIZE=block"],
         id="a-nested-launch-reads-its-grid-from-the-function-around-it",
     ),
     # a comment about something else that is invariant does not hold the warps fixed
     pytest.param(
-        HEADER + ROW_KERNEL + wrapper('''
-n_rows, n_cols = x.shape
-out = torch.empty_like(x)
-# the loop-invariant row offset is hoisted in the kernel
-row_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK_SIZE=triton.next_power_of_2(n_cols), num_warps=4)
-return out
-'''),
+        COMMENTED_ROW.replace("COMMENT", "the loop-invariant row offset is hoisted in the kernel"),
         ["triton.Config({}, num_warps=4),\n        triton.Config({}, num_warps=2),"],
         [", num_warps=4)\n"],
         id="a-comment-on-a-loop-invariant-leaves-the-warps-tunable",
     ),
     # ... and an element-wise kernel computes the same values at any block and warps
     pytest.param(
-        HEADER + ELEMENTWISE_KERNEL + wrapper('''
-n = x.numel()
-out = torch.empty_like(x)
-# bit-identical to torch's copy
-copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)
-return out
-'''),
+        COMMENTED_COPY.replace("COMMENT", "bit-identical to torch's copy"),
         ['copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, out, n)'],
         ["BLOCK_SIZE=1024"],
         id="a-bit-exact-element-wise-kernel-is-still-tuned",
