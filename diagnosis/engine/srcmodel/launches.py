@@ -485,7 +485,9 @@ def grid_of(launch: Launch, module: cst.Module) -> Grid:
     node = launch.grid
     binding = None
     if isinstance(node, cst.Name):
-        value = bound_at(launch.function, node.value, launch.call) or _enclosing_value(launch, node.value)
+        value = bound_at(launch.function, node.value, launch.call)
+        if value is None:
+            value = _enclosing_value(launch, node.value)
         if isinstance(value, cst.FunctionDef):  # the `def` of one branch reaches the launch
             return _function_grid(node, value, binding, local=True)
         if value is not None:
