@@ -1252,3 +1252,48 @@ def test_allocations_give_their_shape_and_dtype(alloc: str, shape: tuple, dtype:
     m = model_of(source)
     (ev,) = m.launch_envs(m.launches[0], [CaseShape(0, ((3, 5),), ("bfloat16",))])
     assert ev(cst.Name("y")) == TensorValue(shape, dtype)
+
+
+NESTED_LAUNCH = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+
+def outer(x, n):
+    block = 1024
+    EXTRA
+    def run(PARAMS):
+        k[(triton.cdiv(n, block),)](x, n, BLOCK=block)
+
+    run()
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "params", "scope"),
+    [
+        pytest.param("", "", "outer", id="the-function-around-it"),
+        # a kernel defined inside the outer function: its body is no local of the launch's
+        pytest.param(
+            "@triton.jit\n    def inner_k(y_ptr):\n        tl.store(y_ptr, 0.0)\n",
+            "",
+            "run",
+            id="a-kernel-inside-it",
+        ),
+        # the nested function's parameter hides the outer `block`
+        pytest.param("", "block", "run", id="a-parameter-hides-an-outer-name"),
+        pytest.param("", "other", "outer", id="a-parameter-hiding-nothing"),
+    ],
+)
+def test_a_nested_launch_reads_the_locals_of_the_function_around_it(
+    extra: str, params: str, scope: str
+) -> None:
+    m = model_of(NESTED_LAUNCH.replace("EXTRA", extra).replace("PARAMS", params))
+    (launch,) = m.launches
+    assert launch.function.name.value == "run"
+    assert launch.reading_scope.name.value == scope
