@@ -37,6 +37,7 @@ class Launch:
     statement: cst.SimpleStatementLine | None  # set when the launch is a whole expression statement
     line: cst.SimpleStatementLine | None  # the statement line that holds the launch
     model: Any = None  # the SourceModel it belongs to
+    _scope: cst.FunctionDef | None = field(default=None, init=False)  # reading_scope, once read
 
     @property
     def qualname(self) -> str:
@@ -49,17 +50,18 @@ class Launch:
         """The function whose locals the launch may read: the outermost around it (unsloth's
         launches sit in a nested `def run()` and read the `block` their enclosing function
         computed), or the innermost where a kernel is defined inside the outer one (its body
-        holds no local of the launch's)."""
+        holds no local of the launch's). Every rule asks, several times: it is found once."""
         outer = self.scope[0]
         if outer is self.function or self.model is None:
             return self.function
-        kernels = {id(k.node) for k in self.model.all_kernels}
-        if any(isinstance(n, cst.FunctionDef) and id(n) in kernels for n in read.walk(outer.body)):
-            return self.function
-        # a parameter of a function in between hides the outer binding of its name
-        inner = {p.name.value for fn in self.scope[1:] for p in read.params_of(fn)}
-        outer_names = {p.name.value for p in read.params_of(outer)} | read.bound_names(outer.body)
-        return self.function if inner & outer_names else outer
+        if self._scope is None:
+            kernels = {id(k.node) for k in self.model.all_kernels}
+            nested = any(isinstance(n, cst.FunctionDef) and id(n) in kernels for n in read.walk(outer.body))
+            # a parameter of a function in between hides the outer binding of its name
+            inner = {p.name.value for fn in self.scope[1:] for p in read.params_of(fn)}
+            outer_names = {p.name.value for p in read.params_of(outer)} | read.bound_names(outer.body)
+            self._scope = self.function if nested or inner & outer_names else outer
+        return self._scope
 
     @property
     def positional(self) -> list[cst.Arg]:
