@@ -15,6 +15,7 @@ read the one names are resolved through.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -1124,35 +1125,28 @@ class PureCalls:
         return isinstance(small, cst.Pass)
 
 
-class _Reads(cst.CSTVisitor):
+def _reads(tree: cst.Module) -> set[str]:
     """The names read outside import statements (attribute tails and keyword names are not
     reads)."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
+    out: set[str] = set()
+    stack: list[cst.CSTNode] = [tree]
+    while stack:  # `names_in`'s walk, skipping imports; a stack: a module is deep
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+        elif isinstance(n, (cst.Attribute, cst.Arg)):
+            stack.append(n.value)
+        elif not isinstance(n, (cst.Import, cst.ImportFrom)):
+            stack.extend(children(n))
+    return out
 
 
-def _reads(tree: cst.Module) -> set[str]:
-    v = _Reads()
-    tree.visit(v)
-    return v.names
+@functools.lru_cache(maxsize=32)
+def _original(source: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The names `source` reads and the code of its lambdas: every rewrite of one module (each
+    family, each composition) is tidied against the same original."""
+    tree = cst.parse_module(source)
+    return frozenset(_reads(tree)), frozenset(_lambdas(tree))
 
 
 def _bound_name(alias: cst.ImportAlias) -> str | None:
@@ -1169,7 +1163,7 @@ def drop_orphaned_imports(before: str, after: str) -> str:
     read and `after` no longer does (fla's `check_shared_mem`, read only by the `num_warps` a
     LAUNCH_CONFIG rewrite drops). Imports the author left unread stay as they are."""
     new = cst.parse_module(after)
-    orphans = _reads(cst.parse_module(before)) - _reads(new)
+    orphans = _original(before)[0] - _reads(new)
     if not orphans:
         return after
 
@@ -1289,6 +1283,11 @@ def bind_loop_names(before: str, after: str) -> str:
     as defaults (`lambda meta, n=n: (triton.cdiv(n, meta["BLOCK"]),)`). A grid lambda is called
     at once, so the late binding is harmless, but ruff (B023) and a reviewer flag it: flag_gems'
     `cat` launches once per batch of tensors in a `while` loop. The author's own lambdas stay."""
+    if "lambda" not in after:
+        return after
+    authors = _original(before)[1]
     new = cst.parse_module(after)
-    out = new.visit(_BindLoopNames(_lambdas(cst.parse_module(before))))
+    if _lambdas(new) <= authors:  # the rewrite wrote no lambda
+        return after
+    out = new.visit(_BindLoopNames(authors))
     return out.code if not out.deep_equals(new) else after
