@@ -36,6 +36,7 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from runner.childlib.precompile import precompile
+from runner.childlib.timing import eager_dispatch
 
 try:  # the interpreter module imports numpy; present in every triton 3.x wheel
     from triton.runtime.interpreter import InterpretedFunction
@@ -314,6 +315,7 @@ def filled_allocations() -> Iterator[None]:
         torch.ops.aten.new_empty_strided.default,
     }
 
+    @eager_dispatch
     class Fill(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
             out = func(*args, **(kwargs or {}))
