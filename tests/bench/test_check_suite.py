@@ -256,3 +256,56 @@ def test_the_h200_properties_appear_only_without_cuda(tmp_path: Path) -> None:
     )
     result = check_suite.check_module(path, 300, compat=True, meta_cases=True)
     assert result["ok"], result["message"]
+
+
+MEMO_PROBE = '''
+import sys
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+sys.path.insert(0, {bench!r})
+import check_suite
+
+check_suite._patch_interpreter()
+
+
+@triton.jit
+def _square(x):
+    return x * x
+
+
+@triton.jit
+def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + cols, mask=cols < n, other=0.0)
+    total = tl.sum(tl.where(cols < n, tl.math.exp(_square(x)), 0.0), axis=0)
+    tl.store(out_ptr + cols, x.to(tl.float32) * 0 + total, mask=cols < n)
+
+
+x = torch.linspace(-1, 1, 5)
+want = float(torch.exp(x * x).sum())
+for block in (8, 16):  # two launches: the second patches from the names found by the first
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, 5, BLOCK=block)
+    print(bool(np.allclose(out.numpy(), want, rtol=1e-5)))
+restored = all(tl.core.is_builtin(f) for f in (tl.arange, tl.load, tl.where, tl.math.exp, tl.tensor.to))
+print(restored, interpreter._patch_builtin.memoized)
+'''
+
+
+def test_the_interpreter_finds_each_modules_builtins_once_and_restores_them(tmp_path: Path) -> None:
+    """`_memoize_builtin_names`: launches after the first patch the builtins of tl, tl.math, the
+    tensor class and a device function's calls from the names found once, and every launch
+    still puts the modules' own members back when it ends."""
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(MEMO_PROBE.format(bench=str(ROOT / "bench")))
+    env = {"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "True", "True"]
