@@ -124,6 +124,14 @@ def test_request_and_response_files_for_ncu(tmp_path: Path) -> None:
     assert JobResponse.loads(response.read_text()).error.kind == "missing_name"  # type: ignore[union-attr]
 
 
+def _fresh_python(code: str) -> str:
+    """The stdout of `code` run in a fresh interpreter that sees only the repository."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
+    ).stdout
+
+
 def test_the_child_imports_no_django_and_only_the_engines_standard_library_modules() -> None:
     """The child runs on a stock accelerator image: of diagnosis it may import only the
     engine's stdlib-only modules it shares with the parent (the profile records, the device
@@ -134,10 +142,7 @@ def test_the_child_imports_no_django_and_only_the_engines_standard_library_modul
         "runner.childlib.hostile, runner.backends.cpu, runner.backends.cuda, runner.backends.npu\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'diagnosis', 'dramatiq', 'psycopg')))"
     )
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
-    ).stdout
+    out = _fresh_python(code)
     assert json.loads(out.replace("'", '"')) == [
         "diagnosis",
         "diagnosis.engine",
@@ -163,11 +168,7 @@ def test_the_childs_dispatch_modes_do_not_import_dynamo() -> None:
         "    fresh = torch.empty(3)\n"
         "print(flops, bool(reads.whole), bool(fresh.isnan().all()), 'torch._dynamo' in sys.modules)"
     )
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
-    ).stdout
-    assert out.split() == ["128", "True", "True", "False"]
+    assert _fresh_python(code).split() == ["128", "True", "True", "False"]
 
 
 # ---------------------------------------------------------------- errors
