@@ -1220,7 +1220,7 @@ return out
 
 
 OPTIONAL_TENSORS = HEADER + """@triton.jit
-def row_scale_kernel(x_ptr, w_ptr, out_ptr, mean_ptr, n_cols, stride, HAS_W: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+def row_scale_kernel(x_ptr, w_ptr, out_ptr, mean_ptr, n_cols, stride, HAS_W: tl.constexpr, BLOCK_SIZE: tl.constexpr, scale=None):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
     x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
@@ -1232,13 +1232,15 @@ def row_scale_kernel(x_ptr, w_ptr, out_ptr, mean_ptr, n_cols, stride, HAS_W: tl.
 
 
 def row_scale(x, weight=None, with_mean=True):
+    scale = x.new_ones(x.shape[0])
     n_rows, n_cols = x.shape
     if weight is not None:
         assert weight.shape == (n_cols,)
     out = torch.empty_like(x)
     mean = torch.empty(n_rows, device=x.device) if with_mean else None
     row_scale_kernel[(n_rows,)](
-        x, weight, out, mean, n_cols, x.stride(0), HAS_W=weight is not None, BLOCK_SIZE=triton.next_power_of_2(n_cols)
+        x, weight, out, mean, n_cols, x.stride(0), HAS_W=weight is not None, BLOCK_SIZE=triton.next_power_of_2(n_cols),
+        scale=scale.float() if scale is not None else None,
     )
     return out
 
@@ -1252,12 +1254,13 @@ class ModelNew:
 def test_the_size_dispatch_reads_no_tensor_the_wrapper_lets_be_none() -> None:
     """fla's gated layer norm: every timed case passes a weight, yet the wrapper takes none too
     (`if weight is not None`), and its `mean` is None under RMS norm. The dispatch sums only the
-    tensors that are always there; `weight.nbytes` would fail on the call that passes none."""
+    tensors that are always there; `weight.nbytes` would fail on the call that passes none, as
+    would a conditional argument's (`scale.float() if scale is not None else None`)."""
     cases = tuple(CaseShape(i, ((r, 4096), (4096,)), ("float32", "float32")) for i, r in enumerate((65536, 256)))
     rw = apply_family(Family.LAUNCH_CONFIG, OPTIONAL_TENSORS, _on_h200(cases))
     assert rw is not None and h.parses(rw.source)
     assert "    if x.nbytes + out.nbytes <= ROW_SCALE_KERNEL_FIXED_UP_TO:\n" in rw.source
-    assert "weight.nbytes" not in rw.source and "mean.nbytes" not in rw.source
+    assert "weight.nbytes" not in rw.source and "mean.nbytes" not in rw.source and "None).nbytes" not in rw.source
 
 
 @pytest.mark.parametrize(

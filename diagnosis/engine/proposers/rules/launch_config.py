@@ -513,6 +513,15 @@ LAUNCH_BOUND_SOL_US = 8.0
 AUTOTUNE_HEADROOM_US = 20.0
 
 
+def _none_on_some_path(value: cst.BaseExpression) -> bool:
+    """`None`, or a conditional or `or`/`and` with a branch that is."""
+    if isinstance(value, cst.IfExp):
+        return _none_on_some_path(value.body) or _none_on_some_path(value.orelse)
+    if isinstance(value, cst.BooleanOperation):
+        return _none_on_some_path(value.left) or _none_on_some_path(value.right)
+    return isinstance(value, cst.Name) and value.value == "None"
+
+
 def _may_be_none(tree: cst.Module) -> set[str]:
     """The expressions (as written) the module lets be None: tested against None (`if bias is not
     None:`), a parameter defaulting to None, or assigned a value that can be None (`mean = ...
@@ -520,22 +529,14 @@ def _may_be_none(tree: cst.Module) -> set[str]:
     timed cases may all pass a tensor (fla's gated layer norm: its optional weight and bias, its
     `mean` under RMS norm), and the call that passes none would fail on the rewrite alone."""
     out: set[str] = set()
-
-    def none(value: cst.BaseExpression) -> bool:  # a value that is None on some path
-        if isinstance(value, cst.IfExp):
-            return none(value.body) or none(value.orelse)
-        if isinstance(value, cst.BooleanOperation):
-            return none(value.left) or none(value.right)
-        return isinstance(value, cst.Name) and value.value == "None"
-
     for node in cu.walk(tree):
         if isinstance(node, cst.Comparison):
             sides = [node.left, *(c.comparator for c in node.comparisons)]
-            if any(none(side) for side in sides):
-                out |= {cu.code(side) for side in sides if not none(side)}
-        elif isinstance(node, cst.Param) and node.default is not None and none(node.default):
+            if any(_none_on_some_path(side) for side in sides):
+                out |= {cu.code(side) for side in sides if not _none_on_some_path(side)}
+        elif isinstance(node, cst.Param) and node.default is not None and _none_on_some_path(node.default):
             out.add(node.name.value)
-        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None and none(node.value):
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None and _none_on_some_path(node.value):
             for target in [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]:
                 out.add(cu.code(target))
     return out
@@ -566,7 +567,8 @@ def _dispatch(plan: Plan, inp: RuleInput, values: list[dict[str, Any]]) -> None:
     optional = _may_be_none(launch.model.tree)
     tensors = [
         p for p in bound
-        if all(isinstance(v.get(p), cu.TensorValue) for _, v in pairs) and cu.code(bound[p]) not in optional
+        if all(isinstance(v.get(p), cu.TensorValue) for _, v in pairs)
+        and cu.code(bound[p]) not in optional and not _none_on_some_path(bound[p])
     ]  # fmt: skip
     if plan.kind != "gemm" and tensors:
         sizes = [sum(v[p].numel() * _itemsize(v[p].dtype) for p in tensors) for _, v in pairs]
