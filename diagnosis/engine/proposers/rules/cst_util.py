@@ -88,24 +88,19 @@ def stmt(text: str) -> cst.BaseStatement:
     return cst.parse_statement(text)
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
-    """Names read in an expression: attribute tails and keyword names are not names."""
+def names_in(node: cst.CSTNode, skip: tuple[type, ...] = ()) -> set[str]:
+    """Names read in an expression: attribute tails and keyword names are not names; nothing
+    under a node of a `skip` type is read."""
     out: set[str] = set()
-
-    def visit(n: cst.CSTNode) -> None:
+    stack = [node]
+    while stack:  # a stack, not recursion: a whole module is deep
+        n = stack.pop()
         if isinstance(n, cst.Name):
             out.add(n.value)
-            return
-        if isinstance(n, cst.Attribute):
-            visit(n.value)
-            return
-        if isinstance(n, cst.Arg):
-            visit(n.value)
-            return
-        for c in children(n):
-            visit(c)
-
-    visit(node)
+        elif isinstance(n, (cst.Attribute, cst.Arg)):
+            stack.append(n.value)
+        elif not isinstance(n, skip):
+            stack.extend(children(n))
     return out
 
 
@@ -1126,19 +1121,8 @@ class PureCalls:
 
 
 def _reads(tree: cst.Module) -> set[str]:
-    """The names read outside import statements (attribute tails and keyword names are not
-    reads)."""
-    out: set[str] = set()
-    stack: list[cst.CSTNode] = [tree]
-    while stack:  # `names_in`'s walk, skipping imports; a stack: a module is deep
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            out.add(n.value)
-        elif isinstance(n, (cst.Attribute, cst.Arg)):
-            stack.append(n.value)
-        elif not isinstance(n, (cst.Import, cst.ImportFrom)):
-            stack.extend(children(n))
-    return out
+    """The names read outside import statements."""
+    return names_in(tree, skip=(cst.Import, cst.ImportFrom))
 
 
 @functools.lru_cache(maxsize=32)
