@@ -13,10 +13,10 @@ import pytest
 
 from tests.llm_standin import llm_standin  # noqa: F401 (the scripted LLM endpoint, for every test)
 
-# One intra-op thread per process: make test runs two pytest workers, each with interpreter-check
+# One intra-op thread per process: make test runs three pytest workers, each with interpreter-check
 # children, on two cores, and torch's default (a thread per core in every process) makes them
-# wait on each other's OpenMP spinning. Children started from here inherit it; sandboxed jobs get
-# their own environment (runner.sandbox) and keep torch's default.
+# wait on each other's OpenMP spinning. Children started from here inherit it, sandboxed jobs
+# too (runner.sandbox.ENV_ALLOW passes OMP_NUM_THREADS and MKL_NUM_THREADS on).
 for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
