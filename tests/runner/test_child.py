@@ -171,6 +171,22 @@ def test_the_childs_dispatch_modes_do_not_import_dynamo() -> None:
     assert _fresh_python(code).split() == ["128", "True", "True", "False"]
 
 
+def test_the_libraries_are_frozen_and_the_collector_is_on_for_the_upload() -> None:
+    """The child's imports run with the collector off, and their objects are frozen before
+    the upload's code runs: the collector is on again and still frees what that code leaves."""
+    code = (
+        "import gc\n"
+        "from runner.child import _import_libraries\n"
+        "from runner.protocol import JobRequest\n"
+        "_import_libraries(JobRequest(job='validate', module='m.py', device='cpu'))\n"
+        "cycle = []\n"
+        "cycle.append(cycle)\n"
+        "del cycle\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 100_000, gc.collect() > 0)"
+    )
+    assert _fresh_python(code).split() == ["True", "True", "True"]
+
+
 # ---------------------------------------------------------------- errors
 
 
