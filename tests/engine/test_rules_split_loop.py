@@ -164,6 +164,14 @@ NOOP = [
         False,
         id="many-programs",
     ),
+    # the author fixed the geometry so the sums add in one order at every shape
+    pytest.param(
+        COLSUM.replace(
+            "        colsum_kernel[", "        # one grid at every batch size: the sums stay batch-invariant\n        colsum_kernel["
+        ),
+        True,
+        id="geometry-fixed-for-reproducible-sums",
+    ),
     pytest.param(
         h.variant(
             COLSUM,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -120,6 +121,23 @@ def find_kernels(module: cst.Module) -> dict[str, Kernel]:
     rule may edit: a kernel the module jits by a call (`f = triton.jit(f)`) has no decorators
     to add to or copy, so the rules see it once `apply_family` has written it decorated."""
     return {n: k for n, k in model_of_tree(module).activate().kernels.items() if not k.wrapped_by}
+
+
+# A comment in the launching function that ties its fixed geometry to reproducible numerics
+# (sglang's MLA decode: "num_warps reorders the fp32 accumulation, so ... a batch-independent
+# geometry"). A rewrite that changes the order a reduction or a scan adds in (a config chosen per
+# shape, a loop split into partials) would break that promise shape by shape, and the gate's
+# tolerance cannot see it. Not "loop-invariant".
+FIXED_ON_PURPOSE = re.compile(
+    r"determinis|reproducib|batch[- ]?(in)?variant|batch[- ]independent|bit[- ]?(wise|exact|identical)"
+    r"|reorders? the (\w+ )?accumulat",
+    re.IGNORECASE,
+)
+
+
+def geometry_fixed_on_purpose(launch: Launch) -> bool:
+    """A comment of the function around `launch` says its geometry is fixed for the numerics."""
+    return any(FIXED_ON_PURPOSE.search(c.value) for c in walk(launch.reading_scope) if isinstance(c, cst.Comment))
 
 
 def find_launches(module: cst.Module, kernels: Iterable[str]) -> list[Launch]:

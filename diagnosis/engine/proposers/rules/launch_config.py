@@ -78,16 +78,9 @@ MAX_BLOCK = 16384
 # runtime scalars that are not sizes (left out of the autotune key)
 SCALAR_NAME = re.compile(r"eps|alpha|beta|gamma|scale|slope|temp|momentum|^p$|^lo$|^hi$|min|max|clamp|seed")
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-# A comment in the launching function that ties its fixed geometry to reproducible numerics
-# (sglang's MLA decode: "num_warps reorders the fp32 accumulation, so ... a batch-independent
-# geometry"), over a kernel that reduces: a config chosen per shape would reorder its sums shape
-# by shape, which the gate's tolerance cannot see. Not "loop-invariant"; an element-wise kernel
-# computes the same values at any block and warps.
-FIXED_ON_PURPOSE = re.compile(
-    r"determinis|reproducib|batch[- ]?(in)?variant|batch[- ]independent|bit[- ]?(wise|exact|identical)"
-    r"|reorders? the (\w+ )?accumulat",
-    re.IGNORECASE,
-)
+# What a config chosen per shape may reorder, where a comment fixes the geometry on purpose
+# (cu.geometry_fixed_on_purpose); an element-wise kernel computes the same values at any block
+# and warps.
 REORDERED = ("tl.sum", "tl.dot", "tl.dot_scaled", "tl.reduce", "tl.cumsum", "tl.cumprod", "tl.associative_scan")
 
 
@@ -937,9 +930,7 @@ def _plan(
         return None
     if kernel.atomics:
         return None  # the autotuner re-runs the kernel: atomics would accumulate
-    if kernel.calls(*REORDERED) and any(
-        FIXED_ON_PURPOSE.search(c.value) for c in cu.walk(launch.reading_scope) if isinstance(c, cst.Comment)
-    ):
+    if kernel.calls(*REORDERED) and cu.geometry_fixed_on_purpose(launch):
         return None  # the author fixed the geometry for the numerics' sake
     loads, stores = cu.memory_params(kernel)
     if "?" in stores or ("?" in loads and stores):

@@ -142,12 +142,16 @@ def splittable_launch(
 ) -> tuple[cu.Launch, int] | None:
     """(the launch, its grid's rank) for a kernel launched once, as a whole statement, not
     autotuned (with `tuned`: or autotuned by its own decorator, under heuristics at most), on a grid
-    of rank 1 or 2 that is not one program (TWO_STAGE's) and is no reduction's second stage."""
+    of rank 1 or 2 that is not one program (TWO_STAGE's) and is no reduction's second stage, by
+    a function that does not say its geometry is fixed for the numerics (a split reorders the
+    loop's sums)."""
     mine = [lc for lc in launches if lc.kernel == kernel.name]
     tuning = kernel.autotuned and not (tuned and kernel.autotuner_path is not None)
     if len(mine) != 1 or mine[0].statement is None or mine[0].has_star_args or tuning:
         return None
     launch = mine[0]
+    if cu.geometry_fixed_on_purpose(launch):
+        return None
     axes = cu.grid_axes(launch, kernel)
     if axes is None or not 1 <= len(axes) <= 2 or all(cu.int_literal(a) == 1 for a in axes):
         return None
