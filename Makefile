@@ -113,10 +113,11 @@ testdb: $(STAMP)
 # pytest's exit status 5 means it collected no test: that is a failure here, said loudly.
 # The Ascend tests run the sandbox child under .venv-ascend (npu-target compile jobs).
 # TEST_WORKERS pytest-xdist workers (each with its own test database, test_<name>_gwN);
-# TEST_WORKERS=0 runs in one process. Three on the 2-core CI machine: the suite waits in places
-# (sandbox wall clocks, hangs answered at their deadline, a browser loading a page, a worker
-# killed and requeued), where a third worker keeps the cores busy; 2026-12-07, a clone of
-# c5c782a: 586-610 s of pytest with two, 563 s with three (0.8 % of the CPU idle). PYTEST_ARGS go last, so they can override -n too.
+# TEST_WORKERS=0 runs in one process. PYTEST_ARGS go last, so they can override -n too.
+# Three workers on the 2-core CI machine: the suite waits in places (sandbox wall clocks, hangs
+# answered at their deadline, a browser loading a page, a worker killed and requeued), where a
+# third worker keeps the cores busy. 2026-12-07, a clone of c5c782a: 586-610 s of pytest with
+# two, 563 s with three (0.8 % of the CPU idle).
 test: export KERNELOPT_PYTHON_NPU := $(CURDIR)/$(ASCEND_PY)
 test: export KERNELOPT_ASCEND_PYTHON := $(CURDIR)/$(ASCEND_PY)
 test: envs chromium bubblewrap testdb
