@@ -128,3 +128,54 @@ def test_imports_a_rewrite_left_unread_go_and_the_authors_stay() -> None:
     after = before.replace("print(builtins.min(1, 2), os.sep, s, x, z, q)", "print(os.sep, x)")
     assert cu.drop_orphaned_imports(before, after) == "import os\nfrom a.b import x\nimport unread\n\nprint(os.sep, x)\n"
     assert cu.drop_orphaned_imports(before, before) == before
+
+
+WRAPPER = """def launch(x, n):
+    block: int = 1024
+    grid = (n,)
+    for i in range(n):
+        block += i
+    return block, grid
+"""
+
+
+def test_a_functions_bindings_are_read_once_and_each_reader_gets_its_own() -> None:
+    """The bindings of a function are read once and kept (the rules ask for them per family and
+    per finding); what one reader does to its containers is not what the next one reads."""
+    fn = cst.parse_module(WRAPPER).body[0]
+    assert isinstance(fn, cst.FunctionDef)
+    first = cu.Bindings(fn)
+    assert [b.value.value for b in first.by_name["block"] if b.value is not None] == ["1024"]  # `block: int = 1024`
+    assert len(first.by_name["block"]) == 2 and first.single("grid") is not None and "i" in first.by_name
+    first.by_name["grid"].clear()
+    first.target_ids.clear()
+    first.by_name["new"] = []
+    again = cu.Bindings(fn)
+    assert again.single("grid") is not None and again.target_ids and "new" not in again.by_name
+    assert again.by_name["block"][0] is cu.Bindings(fn).by_name["block"][0]  # the same reading, kept
+    assert cu.Bindings(cst.parse_module(WRAPPER).body[0]).single("grid") is not None  # another tree
+
+
+LOOP = """import triton
+
+
+def run(xs, k):
+    for x in xs:
+        n = x.numel()
+        k[(n,)](x, n)
+    k[(4,)](xs[0], 4)
+"""
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        pytest.param(LOOP.replace("k[(n,)]", 'k[lambda meta: (triton.cdiv(n, meta["B"]),)]'),
+                     LOOP.replace("k[(n,)]", 'k[lambda meta, n=n: (triton.cdiv(n, meta["B"]),)]'),
+                     id="in-the-loop-binds-its-names"),
+        pytest.param(LOOP.replace("k[(4,)]", 'k[lambda meta: (triton.cdiv(4, meta["B"]),)]'), None,
+                     id="after-the-loop-stays"),
+    ],
+)  # fmt: skip
+def test_a_lambda_written_in_a_loop_binds_the_loops_names(after: str, expected: str | None) -> None:
+    assert cu.bind_loop_names(LOOP, after) == (expected or after)

@@ -14,6 +14,7 @@ Plain Python: no Django (STYLE.md 1); the module is never imported or executed.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -234,6 +235,20 @@ def model_of(source: str) -> SourceModel:
     return _remember(key, SourceModel(source, tree))
 
 
+def parsed(source: str) -> cst.Module:
+    """The tree of `source`: the cached model's when one was built for this text (its nodes'
+    children already read), else a parse of its own, kept for the next few readers. For passes
+    that only read the tree, or edit a copy (libcst trees are immutable)."""
+    key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    found = _BY_TEXT.get(key)
+    return found.tree if found is not None else _parse_kept(source)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_kept(source: str) -> cst.Module:
+    return cst.parse_module(source)
+
+
 def model_of_tree(tree: cst.Module) -> SourceModel:
     """The model of a tree (one a rule edited, or the one `model_of` parsed), its nodes the
     tree's own: edits planned against it apply to that tree."""
@@ -256,6 +271,7 @@ __all__ = [
     "meta_reads",
     "model_of",
     "model_of_tree",
+    "parsed",
     "normalize",
     "respell",
 ]

@@ -32,6 +32,7 @@ from diagnosis.engine.srcmodel import (
     TensorValue,
     model_of,
     model_of_tree,
+    parsed,
     respell,
 )
 from diagnosis.engine.srcmodel.launches import SubscriptGrid
@@ -253,7 +254,7 @@ def simple_assigns(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Binding:
     name: str
     statement: cst.CSTNode  # the statement that binds it
@@ -272,13 +273,33 @@ def _targets(node: cst.CSTNode) -> list[cst.Name]:
     return []
 
 
+# function node id -> (the node, what its Bindings read): the rules read the same functions'
+# bindings over and over (every family, every finding); nodes are immutable and the entry holds
+# its node, so the id is not reused while the entry lives. Dropped whole past _BINDINGS_MAX.
+_BINDINGS: dict[int, tuple[cst.FunctionDef, dict[str, tuple[Binding, ...]], frozenset[int]]] = {}
+_BINDINGS_MAX = 4096
+
+
 class Bindings:
     """Every binding of every local name in one function (nested functions included)."""
 
     def __init__(self, function: cst.FunctionDef) -> None:
+        self.params = [p.name.value for p in function.params.params]
+        entry = _BINDINGS.get(id(function))
+        if entry is not None and entry[0] is function:
+            # containers of its own: a caller's edit of its Bindings stays its own
+            self.by_name = {name: list(bs) for name, bs in entry[1].items()}
+            self.target_ids = set(entry[2])
+            return
         self.by_name: dict[str, list[Binding]] = {}
         self.target_ids: set[int] = set()
-        self.params = [p.name.value for p in function.params.params]
+        self._read(function)
+        if len(_BINDINGS) >= _BINDINGS_MAX:
+            _BINDINGS.clear()
+        kept = {name: tuple(bs) for name, bs in self.by_name.items()}
+        _BINDINGS[id(function)] = (function, kept, frozenset(self.target_ids))
+
+    def _read(self, function: cst.FunctionDef) -> None:
         for node in walk(function.body):
             if isinstance(node, cst.SimpleStatementLine):
                 for small in node.body:
@@ -318,17 +339,11 @@ class Bindings:
                             self._add(Binding(el.value.value, statement, None, small.value, i), el.value)
                 else:
                     self._mark(statement, target)
-        elif isinstance(small, cst.AugAssign) or (
-            isinstance(small, cst.AnnAssign) and small.value is not None
-        ):
+        elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+            self._add(Binding(small.target.value, statement, small.value), small.target)
+        elif isinstance(small, cst.AugAssign) or (isinstance(small, cst.AnnAssign) and small.value is not None):
             # a bare annotation (`n_rows: int`, unsloth) binds nothing
             self._mark(statement, small.target)
-            if (
-                isinstance(small, cst.AnnAssign)
-                and small.value is not None
-                and isinstance(small.target, cst.Name)
-            ):
-                self.by_name[small.target.value][-1].value = small.value
 
     def single(self, name: str) -> Binding | None:
         """The binding of `name` when it is bound exactly once (and is not a parameter)."""
@@ -463,7 +478,9 @@ def fresh_name(base: str, taken: set[str]) -> str:
 
 
 def all_names(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
+    # `type(n) is`: libcst's node classes are ABCs, and an isinstance against one costs several
+    # plain ones; Name has no subclass
+    return {n.value for n in walk(node) if type(n) is cst.Name}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1147,7 +1164,7 @@ def _reads(tree: cst.Module) -> set[str]:
 def _original(source: str) -> tuple[frozenset[str], frozenset[str]]:
     """The names `source` reads and the code of its lambdas: every rewrite of one module (each
     family, each composition) is tidied against the same original."""
-    tree = cst.parse_module(source)
+    tree = parsed(source)
     return frozenset(_reads(tree)), frozenset(_lambdas(tree))
 
 
@@ -1164,7 +1181,7 @@ def drop_orphaned_imports(before: str, after: str) -> str:
     """`after` without the module-level imports that the rewrite left unread: a name `before`
     read and `after` no longer does (fla's `check_shared_mem`, read only by the `num_warps` a
     LAUNCH_CONFIG rewrite drops). Imports the author left unread stay as they are."""
-    new = cst.parse_module(after)
+    new = parsed(after)
     orphans = _original(before)[0] - _reads(new)
     if not orphans:
         return after
@@ -1288,8 +1305,11 @@ def bind_loop_names(before: str, after: str) -> str:
     if "lambda" not in after:
         return after
     authors = _original(before)[1]
-    new = cst.parse_module(after)
-    if _lambdas(new) <= authors:  # the rewrite wrote no lambda
+    new = parsed(after)
+    # rebuilding the whole module costs more than every check before it: only where a loop
+    # holds a lambda the rewrite wrote
+    loops = (n for n in walk(new) if isinstance(n, (cst.For, cst.While)))
+    if not any(isinstance(n, cst.Lambda) and code(n) not in authors for loop in loops for n in walk(loop)):
         return after
     out = new.visit(_BindLoopNames(authors))
     return out.code if not out.deep_equals(new) else after

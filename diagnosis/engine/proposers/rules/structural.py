@@ -55,6 +55,10 @@ def sm_count(inp: RuleInput) -> int:
     return inp.context.device.sm_count if inp.context.device is not None else REFERENCE_SMS
 
 
+# tree id -> (the tree, its Spelling): every structural rule reads the same module's spelling
+_SPELLINGS: dict[int, tuple[cst.Module, Spelling | None]] = {}
+
+
 @dataclass(frozen=True)
 class Spelling:
     """How one module names triton and triton.language."""
@@ -66,8 +70,20 @@ class Spelling:
     @classmethod
     def of(cls, tree: cst.Module) -> Spelling | None:
         """None when the module does not import triton itself (the rewrites write `triton.cdiv`)."""
+        entry = _SPELLINGS.get(id(tree))
+        if entry is not None and entry[0] is tree:
+            return entry[1]
+        if len(_SPELLINGS) >= 64:
+            _SPELLINGS.clear()
+        spelling = cls._read(tree)
+        _SPELLINGS[id(tree)] = (tree, spelling)
+        return spelling
+
+    @classmethod
+    def _read(cls, tree: cst.Module) -> Spelling | None:
         aliases: dict[str, str] = {}
-        for node in cu.walk(tree):
+        imports = (n for n in cu.walk(tree) if type(n) in (cst.Import, cst.ImportFrom))  # see cu.all_names
+        for node in imports:
             if isinstance(node, cst.Import):
                 for a in node.names:
                     name = cu.dotted(a.name)
