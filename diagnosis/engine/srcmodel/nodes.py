@@ -8,9 +8,12 @@ changes nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import libcst as cst
+
+T = TypeVar("T")
 
 # libcst's CSTNode.children rebuilds the node (a visit that constructs and validates a copy)
 # on every read. A class's `_visit_and_replace_children` visits its fields in one fixed (source)
@@ -82,6 +85,29 @@ def _children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         elif isinstance(value, (tuple, list)):
             kids.extend(v for v in value if _is_node(v))
     return tuple(kids)
+
+
+class NodeMemo:
+    """Answers kept per node, by identity: libcst nodes are immutable, so what a reader computes
+    from one stays true of it. Each entry holds its node, so the id is not reused while the
+    entry lives; past `most` entries they are all dropped (a long-lived worker reads many
+    modules)."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._entries: dict[Any, tuple[cst.CSTNode, Any]] = {}
+
+    def get(self, node: cst.CSTNode, compute: Callable[[], T], key: Any = None) -> T:
+        """The answer for `node` (and `key`, where one node has several), computed once."""
+        index = (id(node), key)
+        entry = self._entries.get(index)
+        if entry is not None and entry[0] is node:
+            return entry[1]
+        if len(self._entries) >= self.most:
+            self._entries.clear()
+        answer = compute()
+        self._entries[index] = (node, answer)
+        return answer
 
 
 def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:

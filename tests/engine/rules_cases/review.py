@@ -27,6 +27,7 @@ import libcst as cst
 
 from diagnosis.engine.proposers.rules import cst_util as cu
 from diagnosis.engine.proposers.rules.tidy import assigned, writes_memory
+from diagnosis.engine.srcmodel.nodes import NodeMemo
 
 RUFF_SELECT = "F,E9,B"
 
@@ -154,35 +155,18 @@ def _functions_of(text: str) -> dict[str, cst.FunctionDef]:
     return _functions(cst.parse_module(text))
 
 
-# (id(function), check) -> (the function, its count): a module is the `before` of every rewrite
-# of it, so its functions (the same nodes, `_functions_of`) are counted once for all of them;
-# the entry holds its node, so the id is not reused while the entry lives
-_COUNTED: dict[tuple[int, str], tuple[cst.FunctionDef, int]] = {}
+# a module is the `before` of every rewrite of it, so its functions (the same nodes,
+# `_functions_of`) are counted, and printed, once for all of them
+_COUNTED = NodeMemo(20_000)
+_TEXTS = NodeMemo(20_000)
 
 
 def _count(fn: cst.FunctionDef, what: str) -> int:
-    entry = _COUNTED.get((id(fn), what))
-    if entry is not None and entry[0] is fn:
-        return entry[1]
-    if len(_COUNTED) >= 20_000:
-        _COUNTED.clear()
-    n = CHECKS[what](fn)
-    _COUNTED[(id(fn), what)] = (fn, n)
-    return n
-
-
-_TEXTS: dict[int, tuple[cst.FunctionDef, str]] = {}
+    return _COUNTED.get(fn, lambda: CHECKS[what](fn), what)
 
 
 def _text(fn: cst.FunctionDef) -> str:
-    entry = _TEXTS.get(id(fn))
-    if entry is not None and entry[0] is fn:
-        return entry[1]
-    if len(_TEXTS) >= 20_000:
-        _TEXTS.clear()
-    text = cu.code(fn)
-    _TEXTS[id(fn)] = (fn, text)
-    return text
+    return _TEXTS.get(fn, lambda: cu.code(fn))
 
 
 def problems(before: str, after: str) -> list[str]:

@@ -36,6 +36,7 @@ from diagnosis.engine.srcmodel import (
     respell,
 )
 from diagnosis.engine.srcmodel.launches import SubscriptGrid
+from diagnosis.engine.srcmodel.nodes import NodeMemo
 from diagnosis.engine.srcmodel.read import (
     arg,
     call_name,
@@ -273,11 +274,9 @@ def _targets(node: cst.CSTNode) -> list[cst.Name]:
     return []
 
 
-# function node id -> (the node, what its Bindings read): the rules read the same functions'
-# bindings over and over (every family, every finding); nodes are immutable and the entry holds
-# its node, so the id is not reused while the entry lives. Dropped whole past _BINDINGS_MAX.
-_BINDINGS: dict[int, tuple[cst.FunctionDef, dict[str, tuple[Binding, ...]], frozenset[int]]] = {}
-_BINDINGS_MAX = 4096
+# what a function's Bindings read: the rules read the same functions' bindings over and over
+# (every family, every finding)
+_BINDINGS = NodeMemo(4096)
 
 
 class Bindings:
@@ -285,21 +284,14 @@ class Bindings:
 
     def __init__(self, function: cst.FunctionDef) -> None:
         self.params = [p.name.value for p in function.params.params]
-        entry = _BINDINGS.get(id(function))
-        if entry is not None and entry[0] is function:
-            # containers of its own: a caller's edit of its Bindings stays its own
-            self.by_name = {name: list(bs) for name, bs in entry[1].items()}
-            self.target_ids = set(entry[2])
-            return
+        by_name, target_ids = _BINDINGS.get(function, lambda: self._read(function))
+        # containers of its own: a caller's edit of its Bindings stays its own
+        self.by_name = {name: list(bs) for name, bs in by_name.items()}
+        self.target_ids = set(target_ids)
+
+    def _read(self, function: cst.FunctionDef) -> tuple[dict[str, tuple[Binding, ...]], frozenset[int]]:
         self.by_name: dict[str, list[Binding]] = {}
         self.target_ids: set[int] = set()
-        self._read(function)
-        if len(_BINDINGS) >= _BINDINGS_MAX:
-            _BINDINGS.clear()
-        kept = {name: tuple(bs) for name, bs in self.by_name.items()}
-        _BINDINGS[id(function)] = (function, kept, frozenset(self.target_ids))
-
-    def _read(self, function: cst.FunctionDef) -> None:
         for node in walk(function.body):
             if isinstance(node, cst.SimpleStatementLine):
                 for small in node.body:
@@ -312,6 +304,7 @@ class Bindings:
                         self._mark(node, item.asname.name)
             elif isinstance(node, cst.NamedExpr):
                 self._mark(node, node.target)
+        return {name: tuple(bs) for name, bs in self.by_name.items()}, frozenset(self.target_ids)
 
     def _add(self, b: Binding, target: cst.Name) -> None:
         self.by_name.setdefault(b.name, []).append(b)

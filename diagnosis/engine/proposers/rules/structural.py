@@ -19,6 +19,7 @@ import libcst as cst
 
 from diagnosis.engine.proposers.rules import RuleInput
 from diagnosis.engine.proposers.rules import cst_util as cu
+from diagnosis.engine.srcmodel.nodes import NodeMemo
 
 REFERENCE_SMS = 132  # an H100/H200-class GPU when the device is unknown
 
@@ -55,8 +56,8 @@ def sm_count(inp: RuleInput) -> int:
     return inp.context.device.sm_count if inp.context.device is not None else REFERENCE_SMS
 
 
-# tree id -> (the tree, its Spelling): every structural rule reads the same module's spelling
-_SPELLINGS: dict[int, tuple[cst.Module, Spelling | None]] = {}
+# every structural rule reads the same module's spelling
+_SPELLINGS = NodeMemo(64)
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,7 @@ class Spelling:
     @classmethod
     def of(cls, tree: cst.Module) -> Spelling | None:
         """None when the module does not import triton itself (the rewrites write `triton.cdiv`)."""
-        entry = _SPELLINGS.get(id(tree))
-        if entry is not None and entry[0] is tree:
-            return entry[1]
-        if len(_SPELLINGS) >= 64:
-            _SPELLINGS.clear()
-        spelling = cls._read(tree)
-        _SPELLINGS[id(tree)] = (tree, spelling)
-        return spelling
+        return _SPELLINGS.get(tree, lambda: cls._read(tree))
 
     @classmethod
     def _read(cls, tree: cst.Module) -> Spelling | None:
