@@ -271,7 +271,7 @@ __all__ = [
     "meta_reads",
     "model_of",
     "model_of_tree",
-    "parsed",
     "normalize",
+    "parsed",
     "respell",
 ]
