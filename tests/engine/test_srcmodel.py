@@ -1297,3 +1297,18 @@ def test_a_nested_launch_reads_the_locals_of_the_function_around_it(
     (launch,) = m.launches
     assert launch.function.name.value == "run"
     assert launch.reading_scope.name.value == scope
+
+
+def test_a_node_memo_computes_once_per_node_and_key_and_forgets_past_its_bound() -> None:
+    from diagnosis.engine.srcmodel.nodes import NodeMemo
+
+    memo, calls = NodeMemo(3), []
+
+    def answer(node: cst.CSTNode, key: str) -> str:
+        return memo.get(node, lambda: calls.append((node, key)) or f"{cu.code(node)}:{key}", key)
+
+    a, b = cst.parse_expression("x + 1"), cst.parse_expression("x + 1")  # equal text, two nodes
+    assert answer(a, "k") == answer(a, "k") == "x + 1:k" and len(calls) == 1
+    assert answer(a, "j") == "x + 1:j" and answer(b, "k") == "x + 1:k" and len(calls) == 3  # by identity and key
+    assert answer(cst.parse_expression("y"), "k") == "y:k" and len(calls) == 4  # past 3 entries: all dropped
+    assert answer(a, "k") == "x + 1:k" and len(calls) == 5
