@@ -114,7 +114,7 @@ FIX = [
         COLSUM,
         [
             "def colsum_kernel_partials(x_ptr, out_ptr, n_rows, n_cols, partials_ptr, n_split, BLOCK_K: tl.constexpr):\n",
-            "    for row in range(tl.program_id(1), n_rows, n_split):\n",
+            "    for row in tl.range(tl.program_id(1), n_rows, n_split, loop_unroll_factor=4):\n",
             "    tl.store(partials_ptr + (tl.program_id(1) * programs + tile) * BLOCK_K + lanes, acc.to(tl.float64))\n",
             "def colsum_kernel_combine(x_ptr, out_ptr, n_rows, n_cols, partials_ptr, n_split, BLOCK_K: tl.constexpr):\n",
             "    for split in range(n_split):\n"
@@ -139,7 +139,7 @@ FIX = [
     pytest.param(
         BATCHED_MEAN,
         [
-            "    for start in range(tl.program_id(2) * BLOCK_N, n_rows, n_split * BLOCK_N):\n",
+            "    for start in tl.range(tl.program_id(2) * BLOCK_N, n_rows, n_split * BLOCK_N, loop_unroll_factor=4):\n",
             "    tile = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)\n",
             "    lanes = tl.arange(0, BLOCK_N)[:, None] * BLOCK_K + tl.arange(0, BLOCK_K)[None, :]\n",
             "* (BLOCK_N * BLOCK_K) + lanes, acc.to(tl.float64))\n",
