@@ -618,6 +618,8 @@ def split_long_loop(source: str, inp: RuleInput) -> Rewrite | None:
         effect=(
             "the grid launched fewer programs than the device has SMs, each walking the whole loop: split, "
             "about four programs per SM read the input at once. One more launch and a partials buffer of "
-            "S tiles per program. On the H200 it made flag_gems' mean over dim 0 23.7x faster (1.5 to 35.8 %SOL)."
+            "S tiles per program; each split's loop is unrolled by four, to keep more loads in flight. It made "
+            "flag_gems' mean over dim 0 23.7x faster on the H200 (1.5 to 35.8 %SOL), and unrolled 29.2x on "
+            "an H100 (2.1 to 61.7 %SOL)."
         ),
     )
