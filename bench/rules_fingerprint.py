@@ -6,10 +6,15 @@ tests/kernels) it records, as the H200 benchmark would propose them:
 * every registered family applied alone to the module (`apply_family`, no findings: every kernel);
 * every composition of `COMPOSITIONS` and the chains the suite test checks;
 * the rules proposer's candidates for the module's own tier-0 findings (source, diff, family,
-  rationale, findings addressed).
+  rationale, findings addressed);
+* with --replay: for each operator of those `bench/run.py` results, its round 1 replayed: the
+  candidates for the findings that round recorded on the device (every tier), on the module as
+  it was. Rules that act only on tier 1-3 evidence (the split loop on T1-FEW-PROGRAMS) are seen
+  there and nowhere else.
 
     python bench/rules_fingerprint.py --out before.json
     python bench/rules_fingerprint.py --compare before.json     # exit 1 and list what differs
+    python bench/rules_fingerprint.py --replay bench/wild/results/*.json --out before.json
 
 The JSON maps "module :: what" to the sha256 of the output (null when nothing applies) and
 keeps the texts, so a difference can be read with --show KEY.
@@ -28,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnosis.engine import sol  # noqa: E402
+from diagnosis.engine.escalation import score  # noqa: E402
 from diagnosis.engine.evidence import Family  # noqa: E402
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext  # noqa: E402
 from diagnosis.engine.proposers.rules import (  # noqa: E402
@@ -39,6 +45,7 @@ from diagnosis.engine.proposers.rules import (  # noqa: E402
     chain_name,
     registered_families,
 )
+from diagnosis.engine.serialize import finding_from_json  # noqa: E402
 from diagnosis.engine.tier0 import run_tier0  # noqa: E402
 
 DEFAULT_DIRS = ("bench/suite", "bench/targeted", "bench/demo", "tests/kernels")
@@ -69,24 +76,66 @@ def cases_of(path: Path) -> tuple[CaseShape, ...]:
     return tuple(out)
 
 
-def fingerprint(path: Path) -> dict[str, str | None]:
-    source = path.read_text()
+def shapes_of(path: Path) -> tuple[CaseShape, ...]:
     try:
-        cases = cases_of(path)
+        return cases_of(path)
     except Exception as exc:  # a module that cannot build its inputs on CPU: rules without shapes
         print(f"{path}: no input shapes ({type(exc).__name__}: {exc})", file=sys.stderr)
-        cases = ()
-    context = ProposalContext(cases=cases, device=sol.lookup("NVIDIA H200").spec)
+        return ()
+
+
+def candidates(source: str, findings: list, context: ProposalContext, key: str) -> dict[str, str | None]:
+    """The rules proposer's candidates, as `key[i]`."""
+    out: dict[str, str | None] = {}
+    for i, cand in enumerate(RulesProposer(max_candidates=4).propose(source, findings, context)):
+        out[f"{key}[{i}]"] = json.dumps(
+            [cand.source, cand.diff, str(cand.family), cand.rationale, list(cand.findings_addressed)]
+        )
+    return out
+
+
+def fingerprint(path: Path) -> dict[str, str | None]:
+    source = path.read_text()
+    context = ProposalContext(cases=shapes_of(path), device=sol.lookup("NVIDIA H200").spec)
     inp = RuleInput((), context)
     out: dict[str, str | None] = {}
     chains: list[Chain] = [(f,) for f in registered_families()] + [*COMPOSITIONS, *EXTRA_CHAINS]
     for chain in chains:
         out[chain_name(chain)] = apply_chain(chain, source, inp)
-    findings = list(run_tier0(source).findings)
-    for i, cand in enumerate(RulesProposer(max_candidates=4).propose(source, findings, context)):
-        out[f"proposer[{i}]"] = json.dumps(
-            [cand.source, cand.diff, str(cand.family), cand.rationale, list(cand.findings_addressed)]
+    out.update(candidates(source, list(run_tier0(source).findings), context, "proposer"))
+    return out
+
+
+def replayed(results: Path) -> dict[str, str | None]:
+    """Round 1 of every operator in a results JSON whose module is here as it ran: the
+    candidates for that round's recorded findings, ordered as the loop orders them (the round's
+    family first, best-scored first), keyed by module and results file."""
+    data = json.loads(results.read_text())
+    folder = data["meta"]["source"]
+    out: dict[str, str | None] = {}
+    for op in data["operators"]:
+        first = (op.get("rounds") or [{}])[0]
+        path = ROOT / folder / Path(op["file"]).name
+        if not first.get("findings") or not path.exists():
+            continue
+        source = path.read_text()
+        if hashlib.sha256(source.encode()).hexdigest() != op.get("initial_sha256"):
+            print(f"{path}: not the module {results.name} ran; not replayed", file=sys.stderr)
+            continue
+        family = (first.get("hypothesis") or {}).get("family")
+        family = Family(family) if family in set(Family) else None
+        findings = [finding_from_json(f) for f in first["findings"]]
+        findings.sort(key=lambda f: (f.family is not family, -score(f)))
+        context = ProposalContext(
+            cases=shapes_of(path),
+            device=sol.lookup("NVIDIA H200").spec,
+            device_kind="cuda",
+            round_index=1,
+            family=family,
         )
+        key = f"{folder}/{path.name} :: round 1 of {results.name}"
+        out[f"{key}[0]"] = None  # a round that stops having a candidate shows as a difference
+        out.update(candidates(source, findings, context, key))
     return out
 
 
@@ -111,8 +160,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the fingerprint here")
     ap.add_argument("--compare", type=Path, help="compare against an earlier fingerprint")
     ap.add_argument("--show", help="with --compare: print both texts of this key")
+    ap.add_argument("--replay", type=Path, nargs="+", default=[], help="bench/run.py results JSON: replay round 1")
     args = ap.parse_args()
     texts = collect(args.dirs)
+    for results in args.replay:
+        texts.update(replayed(results))
     now = {"digests": {k: digest(v) for k, v in texts.items()}, "texts": texts}
     if args.out:
         args.out.write_text(json.dumps(now, indent=1, sort_keys=True))
