@@ -170,10 +170,10 @@ def test_the_forwarded_intermediate_is_neither_stored_nor_loaded_back(tmp_path: 
 
 def test_the_split_loop_fills_the_device_and_combines_on_the_original_grid(tmp_path: Path) -> None:
     """few_colsum.py's first case, 16384 x 2048: 8 programs of 256 columns walk all the rows
-    alone; split, 66 splits of each (4 programs per SM on 132 SMs) walk every 66th row, four
-    rows' loads at a time."""
+    alone; split, 66 splits of each (4 programs per SM on 132 SMs) walk every 66th row, several
+    rows' loads at a time (the loop unrolled)."""
     from diagnosis.engine.proposers.rules import RuleInput
-    from diagnosis.engine.proposers.rules.split_loop import split_long_loop
+    from diagnosis.engine.proposers.rules.split_loop import UNROLL, split_long_loop
     from tests.engine.test_rules_split_loop import CASES
 
     before = h.HERE / "few_colsum.py"
@@ -188,8 +188,8 @@ def test_the_split_loop_fills_the_device_and_combines_on_the_original_grid(tmp_p
     loop_loads = [
         op for op in parse_mlir(partials.stages["ttgir"], partials.filename).ops if op.name == "tt.load"
     ]
-    # the input, inside the split loop unrolled by four, and once more in its remainder loop
-    assert [op.loops for op in loop_loads] == [1] * 5
+    # the input, in each unrolled iteration of the split loop and once more in its remainder loop
+    assert [op.loops for op in loop_loads] == [1] * (UNROLL + 1)
     width = max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(kernel).values())
     assert width == 64  # 256 columns over 128 threads: two floats a thread
     assert max(r.max_width(GLOBAL_LOAD) or 0 for r in line_table(partials).values()) == width
