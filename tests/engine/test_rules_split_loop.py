@@ -154,6 +154,16 @@ FIX = [
         RuleInput((few_programs("colsum_kernel"),), ProposalContext(cases=CASES)),
         id="batched-mean-2d-tile-rank-2-named-grid-finish-through-locals",
     ),
+    # a loop already written as `tl.range`
+    pytest.param(
+        h.variant(COLSUM, ("for row in range(n_rows)", "for row in tl.range(n_rows)")),
+        [
+            "    for row in tl.range(tl.program_id(1), n_rows, n_split, loop_unroll_factor=4):\n",
+            "    for split in range(n_split):\n",
+        ],
+        RuleInput((), ProposalContext(cases=CASES)),
+        id="loop-over-tl-range",
+    ),
 ]
 
 # refused with tier 1's finding given (the structure is what stops them), except the first,
@@ -283,6 +293,7 @@ def test_launch_config_splits_what_its_autotune_cannot_read() -> None:
     rw = helper_style_rewrite()
     assert rw.kernels == ("colsum_kernel",)
     assert "lang.store(partials_ptr + (lang.program_id(1) * programs + tile) * BLOCK_K + lanes" in rw.source
+    assert "for row in lang.range(lang.program_id(1), n_rows, n_split, loop_unroll_factor=4):" in rw.source
     assert "colsum_kernel_partials[(triton.cdiv(n_cols, block), n_split)](" in rw.source
     assert 'colsum_kernel_combine[lambda meta: (triton.cdiv(n_cols, meta["BLOCK_K"]),)](' in rw.source
     assert "@triton.autotune" not in rw.source
