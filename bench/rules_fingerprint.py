@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnosis.engine import sol  # noqa: E402
-from diagnosis.engine.escalation import score  # noqa: E402
+from diagnosis.engine.escalation import for_proposer  # noqa: E402
 from diagnosis.engine.evidence import Family  # noqa: E402
 from diagnosis.engine.proposers.base import CaseShape, ProposalContext  # noqa: E402
 from diagnosis.engine.proposers.rules import (  # noqa: E402
@@ -50,6 +50,7 @@ from diagnosis.engine.tier0 import run_tier0  # noqa: E402
 
 DEFAULT_DIRS = ("bench/suite", "bench/targeted", "bench/demo", "tests/kernels")
 EXTRA_CHAINS = ((Family.FUSION, Family.FUSION),)
+H200 = sol.lookup("NVIDIA H200").spec
 
 
 def cases_of(path: Path) -> tuple[CaseShape, ...]:
@@ -96,7 +97,7 @@ def candidates(source: str, findings: list, context: ProposalContext, key: str) 
 
 def fingerprint(path: Path) -> dict[str, str | None]:
     source = path.read_text()
-    context = ProposalContext(cases=shapes_of(path), device=sol.lookup("NVIDIA H200").spec)
+    context = ProposalContext(cases=shapes_of(path), device=H200)
     inp = RuleInput((), context)
     out: dict[str, str | None] = {}
     chains: list[Chain] = [(f,) for f in registered_families()] + [*COMPOSITIONS, *EXTRA_CHAINS]
@@ -124,11 +125,10 @@ def replayed(results: Path) -> dict[str, str | None]:
             continue
         family = (first.get("hypothesis") or {}).get("family")
         family = Family(family) if family in set(Family) else None
-        findings = [finding_from_json(f) for f in first["findings"]]
-        findings.sort(key=lambda f: (f.family is not family, -score(f)))
+        findings = for_proposer([finding_from_json(f) for f in first["findings"]], family)
         context = ProposalContext(
             cases=shapes_of(path),
-            device=sol.lookup("NVIDIA H200").spec,
+            device=H200,
             device_kind="cuda",
             round_index=1,
             family=family,

@@ -55,6 +55,13 @@ def score(finding: Finding) -> float:
     return finding.severity.rank * (finding.gain if finding.gain is not None else 1.0)
 
 
+def for_proposer(findings: Iterable[Finding], family: Family | None) -> list[Finding]:
+    """The findings in the order a round hands them to the proposer: the round's family first,
+    best-scored first (a proposer that takes the head of the list acts on what the evidence
+    narrowed to)."""
+    return sorted(findings, key=lambda f: (f.family is not family, -score(f)))
+
+
 def actionable(findings: Iterable[Finding]) -> list[Finding]:
     """Findings that point to a rewrite: not informational and with a family."""
     return [f for f in findings if f.family is not Family.NONE and f.severity is not Severity.INFO]

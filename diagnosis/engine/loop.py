@@ -56,7 +56,15 @@ from pathlib import Path
 from diagnosis.engine import devices
 from diagnosis.engine import verdict as policy
 from diagnosis.engine.errors import ProposerError, TierUnavailable, TokenBudgetExhausted
-from diagnosis.engine.escalation import MECHANISMS, Decision, actionable, choose_family, decide, score
+from diagnosis.engine.escalation import (
+    MECHANISMS,
+    Decision,
+    actionable,
+    choose_family,
+    decide,
+    for_proposer,
+    score,
+)
 from diagnosis.engine.evidence import Family, Finding, Tier, TierResult
 from diagnosis.engine.executor import (
     CaseCheck,
@@ -720,10 +728,7 @@ class _Loop:
         family: Family,
         cost: RoundCost,
     ) -> tuple[list[Candidate], ProposerError | None]:
-        findings = _dedupe([f for r in results for f in r.findings if f.family not in excluded])
-        # The hypothesis' family first, best-scored first: a proposer that takes the head of
-        # the list acts on what the evidence narrowed to.
-        findings.sort(key=lambda f: (f.family is not family, -score(f)))
+        findings = for_proposer(_dedupe([f for r in results for f in r.findings if f.family not in excluded]), family)
         context = self._context(index, parent, family)
         try:
             candidates = list(self.proposer.propose(parent.source, findings, context))
@@ -1039,7 +1044,7 @@ def _backing(findings: list[Finding], family: Family) -> tuple[str, ...]:
 
 
 def _evidence(findings: list[Finding], family: Family | None) -> list[EvidenceRef]:
-    acts = sorted(actionable(findings), key=lambda f: (f.family is not family, -score(f)))
+    acts = for_proposer(actionable(findings), family)
     return [
         EvidenceRef(
             code=f.code,

@@ -13,7 +13,8 @@ from tests.engine.test_rules_split_loop import BATCHED_MEAN, few_programs
 
 
 def results(tmp_path: Path, source: str, findings: list[dict]) -> Path:
-    """A results JSON of one operator that ran `mean.py` (its text: `source`) from tmp_path."""
+    """A results JSON of one operator that ran `source` as tmp_path's `mean.py`, which holds
+    BATCHED_MEAN now."""
     (tmp_path / "mean.py").write_text(BATCHED_MEAN)
     op = {
         "name": "mean",
