@@ -20,8 +20,8 @@ from diagnosis.engine.ir import (
     parse_mlir,
     tensor_shape,
 )
-from diagnosis.engine.proposers.base import CaseShape
-from diagnosis.engine.proposers.rules import apply_family
+from diagnosis.engine.proposers.base import CaseShape, ProposalContext
+from diagnosis.engine.proposers.rules import RuleInput, apply_family
 from diagnosis.engine.tier2 import run_tier2
 from runner.protocol import JobRequest
 from tests.engine.rules_cases import harness as h
@@ -212,3 +212,26 @@ def test_an_autotuned_scans_segments_run_at_the_config_its_totals_chose(tmp_path
 
     assert block(totals) == block(scan) == 256 and totals.num_warps == scan.num_warps == 2
     assert totals.grid == scan.grid and totals.grid[1] > 1  # the split axis
+
+
+def test_the_permuted_copy_read_in_place_loads_the_inputs_rows_as_vectors(tmp_path: Path) -> None:
+    """The gather of a transposed copy loads one 4-byte element per lane, which tier 2 calls
+    strided; read through the view's strides (its row stride 1, specialized by Triton), the tile's
+    rows are the input's adjacent elements and the load is a 16-byte vector."""
+    from tests.engine.test_rules_strided_view import strided
+
+    before = h.HERE / "permuted_gather.py"
+    rw = apply_family(Family.COALESCE, before.read_text(), RuleInput(strided(before.read_text()), ProposalContext()))
+    assert rw is not None and rw.transform == "read_permuted_view"
+    after = tmp_path / before.name
+    after.write_text(rw.source)
+    loaded = "selected = tl.load("
+    compiled = compile_module(before)
+    [kernel] = compiled.kernels
+    assert line_table(kernel)[line_of(before, loaded)].max_width(GLOBAL_LOAD) == 32
+    assert any(f.family is Family.COALESCE for f in run_tier2(compiled, before.read_text()).findings)
+
+    compiled = compile_module(after)
+    [kernel] = compiled.kernels
+    assert line_table(kernel)[line_of(after, loaded)].max_width(GLOBAL_LOAD) == 128
+    assert not [f for f in run_tier2(compiled, after.read_text()).findings if f.family is Family.COALESCE]
