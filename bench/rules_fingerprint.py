@@ -7,10 +7,11 @@ tests/kernels) it records, as the H200 benchmark would propose them:
 * every composition of `COMPOSITIONS` and the chains the suite test checks;
 * the rules proposer's candidates for the module's own tier-0 findings (source, diff, family,
   rationale, findings addressed);
-* with --replay: for each operator of those `bench/run.py` results, its round 1 replayed: the
-  candidates for the findings that round recorded on the device (every tier), on the module as
-  it was. Rules that act only on tier 1-3 evidence (the split loop on T1-FEW-PROGRAMS) are seen
-  there and nowhere else.
+* with --replay: for each operator of those `bench/run.py` results, the rounds that ran on the
+  module as it is here (round 1, and later ones whose parent is still the initial version)
+  replayed: the candidates for the findings each recorded on the device (every tier). Rules that
+  act only on tier 1-3 evidence (the split loop on T1-FEW-PROGRAMS, a permuted copy read in place
+  on tier 3's strided access) are seen there and nowhere else.
 
     python bench/rules_fingerprint.py --out before.json
     python bench/rules_fingerprint.py --compare before.json     # exit 1 and list what differs
@@ -108,34 +109,39 @@ def fingerprint(path: Path) -> dict[str, str | None]:
 
 
 def replayed(results: Path) -> dict[str, str | None]:
-    """Round 1 of every operator in a results JSON whose module is here as it ran: the
-    candidates for that round's recorded findings, ordered as the loop orders them (the round's
-    family first, best-scored first), keyed by module and results file."""
+    """Every round of every operator in a results JSON that ran on the module as it is here
+    (round 1, and each later one whose parent is still the initial version, after rounds without
+    a gain): the candidates for that round's recorded findings, ordered as the loop orders them
+    (the round's family first, best-scored first), keyed by module, round and results file. The
+    earlier rounds' history is not replayed: a later round's candidates are those of its evidence
+    alone."""
     data = json.loads(results.read_text())
     folder = data["meta"]["source"]
     out: dict[str, str | None] = {}
     for op in data["operators"]:
-        first = (op.get("rounds") or [{}])[0]
         path = ROOT / folder / Path(op["file"]).name
-        if not first.get("findings") or not path.exists():
+        rounds = [r for r in op.get("rounds") or [] if r.get("findings")]
+        rounds = [r for r in rounds if r["index"] == 1 or r.get("parent_sha256") == op.get("initial_sha256")]
+        if not rounds or not path.exists():
             continue
         source = path.read_text()
         if hashlib.sha256(source.encode()).hexdigest() != op.get("initial_sha256"):
             print(f"{path}: not the module {results.name} ran; not replayed", file=sys.stderr)
             continue
-        family = (first.get("hypothesis") or {}).get("family")
-        family = Family(family) if family in set(Family) else None
-        findings = for_proposer([finding_from_json(f) for f in first["findings"]], family)
-        context = ProposalContext(
-            cases=shapes_of(path),
-            device=H200,
-            device_kind="cuda",
-            round_index=1,
-            family=family,
-        )
-        key = f"{folder}/{path.name} :: round 1 of {results.name}"
-        out[f"{key}[0]"] = None  # a round that stops having a candidate shows as a difference
-        out.update(candidates(source, findings, context, key))
+        for r in rounds:
+            family = (r.get("hypothesis") or {}).get("family")
+            family = Family(family) if family in set(Family) else None
+            findings = for_proposer([finding_from_json(f) for f in r["findings"]], family)
+            context = ProposalContext(
+                cases=shapes_of(path),
+                device=H200,
+                device_kind="cuda",
+                round_index=r["index"],
+                family=family,
+            )
+            key = f"{folder}/{path.name} :: round {r['index']} of {results.name}"
+            out[f"{key}[0]"] = None  # a round that stops having a candidate shows as a difference
+            out.update(candidates(source, findings, context, key))
     return out
 
 
@@ -160,7 +166,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the fingerprint here")
     ap.add_argument("--compare", type=Path, help="compare against an earlier fingerprint")
     ap.add_argument("--show", help="with --compare: print both texts of this key")
-    ap.add_argument("--replay", type=Path, nargs="+", default=[], help="bench/run.py results JSON: replay round 1")
+    ap.add_argument(
+        "--replay", type=Path, nargs="+", default=[], help="bench/run.py results JSON: replay its rounds"
+    )
     args = ap.parse_args()
     texts = collect(args.dirs)
     for results in args.replay:

@@ -1,4 +1,4 @@
-"""bench/rules_fingerprint.py's replay of a benchmark's first rounds: the rules that act only on
+"""bench/rules_fingerprint.py's replay of a benchmark's rounds on the initial version: the rules that act only on
 the device's evidence (tier 1-3 findings) are fingerprinted through what a round recorded."""
 
 from __future__ import annotations
@@ -12,16 +12,13 @@ from diagnosis.engine.serialize import finding_json
 from tests.engine.test_rules_split_loop import BATCHED_MEAN, few_programs
 
 
-def results(tmp_path: Path, source: str, findings: list[dict]) -> Path:
+def results(tmp_path: Path, source: str, findings: list[dict], later: list[dict] = ()) -> Path:
     """A results JSON of one operator that ran `source` as tmp_path's `mean.py`, which holds
-    BATCHED_MEAN now."""
+    BATCHED_MEAN now: round 1 with `findings`, then the `later` rounds."""
     (tmp_path / "mean.py").write_text(BATCHED_MEAN)
-    op = {
-        "name": "mean",
-        "file": "/device/checkout/mean.py",
-        "initial_sha256": hashlib.sha256(source.encode()).hexdigest(),
-        "rounds": [{"hypothesis": {"family": "launch_config"}, "findings": findings}],
-    }
+    sha = hashlib.sha256(source.encode()).hexdigest()
+    first = {"index": 1, "parent_sha256": sha, "hypothesis": {"family": "launch_config"}, "findings": findings}
+    op = {"name": "mean", "file": "/device/checkout/mean.py", "initial_sha256": sha, "rounds": [first, *later]}
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"meta": {"source": str(tmp_path)}, "operators": [op]}))
     return path
@@ -36,6 +33,22 @@ def test_round_one_is_replayed_with_the_findings_it_recorded(tmp_path: Path) -> 
     source, _diff, family, _rationale, addressed = json.loads(out[f"{key}[0]"])
     assert (family, addressed) == ("launch_config", ["T1-FEW-PROGRAMS"])
     assert "@triton.autotune" in source and "@triton.autotune" not in BATCHED_MEAN
+
+
+def test_later_rounds_on_the_initial_version_are_replayed_and_others_not(tmp_path: Path) -> None:
+    """Round 2 after a round without a gain ran on the initial version again: replayed with its
+    own findings. Round 3 ran on a version round 2 wrote: not the module here, not replayed."""
+    sha = hashlib.sha256(BATCHED_MEAN.encode()).hexdigest()
+    told = [finding_json(few_programs("colsum_kernel"))]
+    later = [
+        {"index": 2, "parent_sha256": sha, "hypothesis": None, "findings": told},
+        {"index": 3, "parent_sha256": "0" * 64, "hypothesis": None, "findings": told},
+    ]
+    out = replayed(results(tmp_path, BATCHED_MEAN, [finding_json(few_programs("another_kernel"))], later))
+    assert out[f"{tmp_path}/mean.py :: round 1 of run.json[0]"] is None
+    second = out[f"{tmp_path}/mean.py :: round 2 of run.json[0]"]
+    assert second is not None and json.loads(second)[2] == "launch_config"
+    assert not any("round 3" in key for key in out)
 
 
 def test_a_round_whose_findings_name_no_kernel_here_has_no_candidate(tmp_path: Path) -> None:
