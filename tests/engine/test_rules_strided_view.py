@@ -101,6 +101,20 @@ FIX = [
         id="t-copy-keyword-launch",
     ),
     pytest.param(
+        h.variant(ROWSUM, ("    xt = x.t().contiguous()\n", "    xt = x.T.contiguous()\n")),
+        ["    xt = x.T\n    if xt.ndim != 2:", "xt.stride(-2), xt.stride(-1))"],
+        id="T-attribute-copy",
+    ),
+    pytest.param(
+        h.variant(
+            ROWSUM,
+            ("import torch\n", "import torch\nimport torch as th\n"),
+            ("    xt = x.t().contiguous()\n", "    xt = th.transpose(x, 0, 1).contiguous()\n"),
+        ),
+        ["    xt = th.transpose(x, 0, 1)\n    if xt.ndim != 2:", "xt.stride(-2), xt.stride(-1))"],
+        id="torch-transpose-function-under-an-alias",
+    ),
+    pytest.param(
         LANG,
         [
             "    x = lang.load(x_ptr + r[:, None] * x_stride_row + c[None, :] * x_stride_col, mask=mask, other=0.0)\n",

@@ -306,15 +306,23 @@ def _restrided(mul: cst.BinaryOperation, n: str, stride: str) -> cst.BinaryOpera
     return mul.with_changes(left=cst.Name(stride))
 
 
-def _view_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """V where `node` is `V.contiguous()` and V a permuting view of a tensor."""
+def _view_of(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(V, the tensor V permutes) where `node` is `V.contiguous()` and V a permuting view:
+    `x.permute(...)`, `x.t()`, `x.T`, `torch.transpose(x, ...)` and the like."""
     if not (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)):
         return None
     if node.func.attr.value != "contiguous":
         return None
     view = node.func.value
-    if isinstance(view, cst.Call) and isinstance(view.func, cst.Attribute) and view.func.attr.value in VIEWS:
-        return view
+    if isinstance(view, cst.Attribute) and view.attr.value in ("T", "mT"):
+        return view, view.value
+    if not isinstance(view, cst.Call):
+        return None
+    if isinstance(view.func, cst.Attribute) and view.func.attr.value in VIEWS:
+        name = cu.call_name(view) or ""
+        if name.startswith("torch.") and name.removeprefix("torch.") in VIEWS:
+            return (view, view.args[0].value) if view.args and not view.args[0].keyword else None
+        return view, view.func.value
     return None
 
 
@@ -323,8 +331,9 @@ def _copy_edit(
 ) -> tuple[str, list[tuple[cst.CSTNode, Any]]] | None:
     """How the wrapper's copy is skipped for a 2-D view: ("written out", edits) for a copy
     written at the binding, (the helper's name, edits) for one a module-level helper returns."""
-    view = _view_of(value)
-    if view is not None:
+    found = _view_of(value)
+    if found is not None:
+        view = found[0]
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             return None
         keep = statement.with_changes(body=[statement.body[0].with_changes(value=view)])
@@ -356,11 +365,12 @@ def _helper_edit(
     last = body[-1] if body else None
     if len(returns) != 1 or not isinstance(last, cst.SimpleStatementLine) or last.body[0] is not returns[0]:
         return None
-    view = _view_of(returns[0].value) if returns[0].value is not None else None
-    if view is None or not isinstance(view.func, cst.Attribute) or not isinstance(view.func.value, cst.Name):
+    found = _view_of(returns[0].value) if returns[0].value is not None else None
+    if found is None or not isinstance(found[1], cst.Name):
         return None
+    view = found[0]
     names = [p.name.value for p in params.params]
-    receiver = view.func.value.value
+    receiver = found[1].value
     if receiver not in names or cu.Bindings(helper).by_name.get(receiver):
         return None
     positional = [a for a in call.args if a.keyword is None and not a.star]
