@@ -119,7 +119,9 @@ def read_permuted_view(source: str, inp: RuleInput) -> Rewrite | None:
             "skipped for 2-D inputs, and the access tiers 2 and 3 found strided walks the input along its "
             "contiguous axis: where the copy was a transpose, the tile's rows are the input's adjacent "
             "elements, one sector serving eight fp32 lanes instead of one. Worth most where the kernel "
-            "gathered or walked across the copy's rows."
+            "gathered or walked across the copy's rows (flag_gems' index_select along dim 0 on the H100: "
+            "2.7-27x per case, 6.6x over the module in the loop's round); an output the wrapper permutes "
+            "back is still copied."
         ),
     )
 
