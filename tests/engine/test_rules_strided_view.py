@@ -47,13 +47,13 @@ def rewrite(source: str) -> str | None:
     return rw.source if rw is not None else None
 
 
-# a 3-D input keeps its copy: the gather reads it as rows of N as before
-GATHER_3D = h.variant(
+# a 3-D and a 1-D input keep their copy: the gather reads it as rows of N as before
+GATHER_RANKS = h.variant(
     GATHER,
     (
         "    return [_inputs(37, 100, 11), _inputs(5, 301, 3), _inputs(64, 1, 7)]",
-        "    return [_inputs(37, 100, 11), _inputs(5, 301, 3), _inputs(64, 1, 7),\n"
-        "            [torch.randn(9, 4, 5), torch.randint(0, 9, (6,))]]",
+        "    return [_inputs(37, 100, 11), _inputs(64, 1, 7), [torch.randn(9, 4, 5), torch.randint(0, 9, (6,))],\n"
+        "            [torch.randn(37), torch.randint(0, 37, (5,))]]",
     ),
 )
 
@@ -69,13 +69,14 @@ ROWSUM_KEYWORDS = h.variant(
 
 FIX = [
     pytest.param(
-        GATHER_3D,
+        GATHER_RANKS,
         [
             "def dim_compress(inp, dims, contiguous=True):\n",
             "    view = inp.permute(order)\n    return view.contiguous() if contiguous else view\n",
             "    inp_off = rows * inp_stride_row + indices[None, :] * inp_stride_col\n",
             "    inp = dim_compress(inp, dim, contiguous=inp.ndim != 2)\n",
-            "gather_kernel[grid](inp, out, M, N, index, index_len, inp.stride(-2), inp.stride(-1), "
+            "    inp_stride_row, inp_stride_col = inp.stride() if inp.ndim == 2 else (N, 1)\n"
+            "    gather_kernel[grid](inp, out, M, N, index, index_len, inp_stride_row, inp_stride_col, "
             "BLOCK_M=32, BLOCK_N=32)",
         ],
         id="flag-gems-helper-copy",
@@ -88,7 +89,8 @@ FIX = [
             "        offsets = rows[:, None] * x_stride_row + cols[None, :] * x_stride_col\n",
             "    xt = x.t()\n    if xt.ndim != 2:  # a 2-D view is read in place, through its strides\n"
             "        xt = xt.contiguous()\n",
-            "(xt, out, n_rows, n_cols, BLOCK_M, BLOCK_N, xt.stride(-2), xt.stride(-1))",
+            "    xt_stride_row, xt_stride_col = xt.stride() if xt.ndim == 2 else (n_cols, 1)\n",
+            "(xt, out, n_rows, n_cols, BLOCK_M, BLOCK_N, xt_stride_row, xt_stride_col)",
         ],
         id="t-copy-constexprs-by-position",
     ),
@@ -96,13 +98,13 @@ FIX = [
         ROWSUM_KEYWORDS,
         [
             "def rowsum_kernel(x_ptr, out_ptr, n_rows, n_cols, x_stride_row, x_stride_col, BLOCK_M: tl.constexpr",
-            "BLOCK_N=BLOCK_N, x_stride_row=xt.stride(-2), x_stride_col=xt.stride(-1)",
+            "BLOCK_N=BLOCK_N, x_stride_row=xt_stride_row, x_stride_col=xt_stride_col",
         ],
         id="t-copy-keyword-launch",
     ),
     pytest.param(
         h.variant(ROWSUM, ("    xt = x.t().contiguous()\n", "    xt = x.T.contiguous()\n")),
-        ["    xt = x.T\n    if xt.ndim != 2:", "xt.stride(-2), xt.stride(-1))"],
+        ["    xt = x.T\n    if xt.ndim != 2:", "xt_stride_row, xt_stride_col)"],
         id="T-attribute-copy",
     ),
     pytest.param(
@@ -111,7 +113,7 @@ FIX = [
             ("import torch\n", "import torch\nimport torch as th\n"),
             ("    xt = x.t().contiguous()\n", "    xt = th.transpose(x, 0, 1).contiguous()\n"),
         ),
-        ["    xt = th.transpose(x, 0, 1)\n    if xt.ndim != 2:", "xt.stride(-2), xt.stride(-1))"],
+        ["    xt = th.transpose(x, 0, 1)\n    if xt.ndim != 2:", "xt_stride_row, xt_stride_col)"],
         id="torch-transpose-function-under-an-alias",
     ),
     pytest.param(
@@ -119,7 +121,7 @@ FIX = [
         [
             "    x = lang.load(x_ptr + r[:, None] * x_stride_row + c[None, :] * x_stride_col, mask=mask, other=0.0)\n",
             "    xt = x.transpose(0, 1)\n    if xt.ndim != 2:",
-            "(xt, w, out, n_rows, n_cols, 32, 64, xt.stride(-2), xt.stride(-1))",
+            "(xt, w, out, n_rows, n_cols, 32, 64, xt_stride_row, xt_stride_col)",
         ],
         id="transpose-copy-in-a-helper-tr-and-lang-aliases",
     ),
@@ -219,13 +221,13 @@ def test_the_family_and_the_proposer_reach_it() -> None:
 
 
 def test_rewrites_are_correct_under_the_interpreter(tmp_path: Path) -> None:
-    """Every row's module runs its verify cases (odd sizes, one column, a 3-D input that keeps
-    its copy) against torch; a mutant that passes the strides swapped must fail."""
+    """Every row's module runs its verify cases (odd sizes, one column, a 3-D and a 1-D input
+    that keep their copy) against torch; a mutant that passes the strides swapped must fail."""
     sources = {p.id: rewrite(p.values[0]) for p in FIX}
     swapped = sources["t-copy-constexprs-by-position"]
     assert swapped is not None
     sources["mutant-swaps-the-strides"] = swapped.replace(
-        "xt.stride(-2), xt.stride(-1))", "xt.stride(-1), xt.stride(-2))"
+        "BLOCK_N, xt_stride_row, xt_stride_col)", "BLOCK_N, xt_stride_col, xt_stride_row)"
     )
     paths = []
     for name, source in sources.items():

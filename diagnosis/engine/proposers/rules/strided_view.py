@@ -14,7 +14,8 @@ its contiguous axis, and the copy (a full read and write of the tensor) is gone.
 The rewrite, for one kernel parameter `p` the kernel only loads from:
 
     kernel: p + A * N + B           ->  p + A * p_stride_row + B * p_stride_col
-    launch: ..., p_stride_row=t.stride(-2), p_stride_col=t.stride(-1)
+    launch: t_stride_row, t_stride_col = t.stride() if t.ndim == 2 else (N, 1)
+            kernel[grid](..., t_stride_row, t_stride_col)
     wrapper (written out):  t = x.t().contiguous()
                         ->  t = x.t()
                             if t.ndim != 2:  # a 2-D view is read in place, through its strides
@@ -25,8 +26,8 @@ The rewrite, for one kernel parameter `p` the kernel only loads from:
 
 Correct by construction where the kernel read the copy as a matrix of rows of `N`: a contiguous
 copy `c` of the view `v` holds `v[i, j]` at `i * N + j` with N its last size, and `v` holds it
-at `i * v.stride(0) + j * v.stride(1)`; a tensor of more than two dimensions keeps its copy, whose
-strides (-2, -1) are (N, 1), so the kernel computes the address it computed before. Preconditions
+at `i * v.stride(0) + j * v.stride(1)`; a tensor of any other rank keeps its copy and the kernel
+gets (N, 1), so it computes the address it computed before. Preconditions
 (refused otherwise): the kernel is launched once, without `*args`; `p` is loaded from and never
 stored to, and every address of it is `p + ...` whose terms are one product `A * N` by a runtime
 parameter `N`, with A varying across the program's lanes (a row index the same for every lane
@@ -181,8 +182,26 @@ def _plan(  # noqa: PLR0913 - one place that reads every precondition
     new_kernel = cu.replace_in(kernel.node, kernel_edits).with_changes(
         params=cu.insert_params(kernel, slot, [row, col])
     )
-    call = _with_strides(launch, slot, [(row, f"{tensor}.stride(-2)"), (col, f"{tensor}.stride(-1)")])
-    edits = [(kernel.node, new_kernel), (launch.call, call), *wrapper_edits]
+    n_arg = launch.bound(kernel).get(bases[1])
+    if n_arg is None:
+        return None
+    # the strides, bound just before the launch: the view's where it is 2-D, else the copy's,
+    # rows of N as the kernel reads them (a 1-D tensor has no stride(-2))
+    w_taken = cu.all_names(scope)
+    w_row = cu.fresh_name(f"{tensor}_stride_row", w_taken)
+    w_col = cu.fresh_name(f"{tensor}_stride_col", w_taken | {w_row})
+    strides = cu.stmt(
+        f"{w_row}, {w_col} = {tensor}.stride() if {tensor}.ndim == 2 else ({cu.code(n_arg)}, 1)\n"
+    )
+    statement = launch.statement
+    call = _with_strides(launch, slot, [(row, w_row), (col, w_col)])
+    launched = cu.replace_in(statement, [(launch.call, call)]).with_changes(leading_lines=[])
+    strides = strides.with_changes(leading_lines=statement.leading_lines)
+    edits = [
+        (kernel.node, new_kernel),
+        (statement, cst.FlattenSentinel([strides, launched])),
+        *wrapper_edits,
+    ]
     return _Plan(kernel, param, tensor, how, edits)
 
 
