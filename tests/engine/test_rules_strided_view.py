@@ -146,6 +146,17 @@ NOOP = [
         ),
         id="the-kernel-writes-the-copy",
     ),
+    # torch.empty_like(xt) would take the view's strides, and the kernel writes it as contiguous
+    pytest.param(
+        h.variant(
+            ROWSUM,
+            (
+                "    out = torch.empty(n_rows, device=x.device, dtype=torch.float32)\n",
+                "    out = torch.empty_like(xt)[:, 0]\n",
+            ),
+        ),
+        id="the-output-allocated-like-the-copy",
+    ),
     pytest.param(
         h.variant(ROWSUM, ("    xt = x.t().contiguous()\n", "    xt = x.contiguous()\n")),
         id="a-copy-of-the-input-as-it-is",

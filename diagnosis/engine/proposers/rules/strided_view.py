@@ -27,18 +27,22 @@ The rewrite, for one kernel parameter `p` the kernel only loads from:
 Correct by construction where the kernel read the copy as a matrix of rows of `N`: a contiguous
 copy `c` of the view `v` holds `v[i, j]` at `i * N + j` with N its last size, and `v` holds it
 at `i * v.stride(0) + j * v.stride(1)`; a tensor of any other rank keeps its copy and the kernel
-gets (N, 1), so it computes the address it computed before. Preconditions
-(refused otherwise): the kernel is launched once, without `*args`; `p` is loaded from and never
-stored to, and every address of it is `p + ...` whose terms are one product `A * N` by a runtime
-parameter `N`, with A varying across the program's lanes (a row index the same for every lane
-would make the view's lanes walk a column), and at least one more term, through local names read
-nowhere else; the launch
-passes a local name for `p`, bound once before the launch at the top of its function to
-`V.contiguous()` (V a `permute`, `transpose`, `t`, `movedim` or `swapaxes` of a tensor) or to a
-call of a module-level function whose one return is such a copy of one of its parameters; after
-that binding the wrapper reads the name only for its shape, dtype, device or strides (the copy
-was private to the kernel). That `N` is the copy's row length is the kernel's own assumption
-(the masks bound the columns by it); the gate checks every case.
+gets (N, 1), so it computes the address it computed before. That `N` is the copy's row length
+is the kernel's own assumption (flag_gems' gather and the test kernels bound their columns by
+it); the gate checks every case.
+
+Preconditions (refused otherwise): tiers 2 or 3 found one of the loads strided (a COALESCE
+finding on its line); the kernel is launched once, without `*args`; `p` is loaded from and
+never stored to, and every address of it is `p + ...` whose terms are one product `A * N` by a
+runtime parameter `N`, with A varying across the program's lanes (a row index the same for
+every lane would make the view's lanes walk a column), and at least one more term, through
+local names read nowhere else; the launch passes a local name for `p` whose bindings are all
+statements of its function's top level before the launch, the last one `V.contiguous()` (V a
+`permute`, `transpose`, `t`, `T`, `mT`, `movedim`, `moveaxis`, `swapaxes` or `swapdims` of a
+tensor, as a method or a `torch.` function) or a call of a module-level function whose one
+return, its last statement, is such a copy of one of its parameters; after that binding the
+wrapper reads the name only for its shape, dtype, device or strides (the copy was private to
+the kernel: `torch.empty_like(t)` would take the view's strides).
 """
 
 from __future__ import annotations
