@@ -72,6 +72,17 @@ VIEWS = frozenset({"permute", "transpose", "t", "movedim", "moveaxis", "swapaxes
 READS = frozenset({"shape", "ndim", "dtype", "device", "numel", "size", "dim", "stride", "element_size"})
 
 
+@dataclass(frozen=True)
+class _Reads:
+    """How a kernel addresses the copy: its loads, the parameter N its rows are multiplied by,
+    the products `A * N` and the other terms of the addresses."""
+
+    loads: list[cst.Call]
+    n: str
+    products: list[cst.BinaryOperation]
+    others: list[cst.BaseExpression]
+
+
 @dataclass
 class _Plan:
     kernel: cu.Kernel
@@ -167,8 +178,11 @@ def _plan(  # noqa: PLR0913 - one place that reads every precondition
         return None
     if not _reads_only_shapes(top[where + 1 :], tensor, arg):
         return None
-    bases = _addresses(kernel, sp, param)
-    if bases is None or not any(model.position(call)[0] in lines for call in bases[0]):
+    reads = _addresses(kernel, sp, param)
+    if reads is None or not any(model.position(call)[0] in lines for call in reads.loads):
+        return None
+    n_arg = launch.bound(kernel).get(reads.n)
+    if n_arg is None:
         return None
     slot = param_slot(kernel, launch, constexprs(kernel, sp))
     if any(p.default is not None for p in kernel.node.params.params[:slot]):
@@ -181,14 +195,11 @@ def _plan(  # noqa: PLR0913 - one place that reads every precondition
     if copy is None:
         return None
     how, wrapper_edits = copy
-    kernel_edits = [(mul, _restrided(mul, bases[1], row)) for mul in bases[2]]
-    kernel_edits += [(b, cst.BinaryOperation(parens(b), cst.Multiply(), cst.Name(col))) for b in bases[3]]
+    kernel_edits = [(mul, _restrided(mul, reads.n, row)) for mul in reads.products]
+    kernel_edits += [(b, cst.BinaryOperation(parens(b), cst.Multiply(), cst.Name(col))) for b in reads.others]
     new_kernel = cu.replace_in(kernel.node, kernel_edits).with_changes(
         params=cu.insert_params(kernel, slot, [row, col])
     )
-    n_arg = launch.bound(kernel).get(bases[1])
-    if n_arg is None:
-        return None
     # the strides, bound just before the launch: the view's where it is 2-D, else the copy's,
     # rows of N as the kernel reads them (a 1-D tensor has no stride(-2))
     w_taken = cu.all_names(scope)
@@ -246,11 +257,9 @@ def _reads_only_shapes(statements: Sequence[cst.BaseStatement], name: str, arg: 
     return all(id(n) in allowed for n in names)
 
 
-def _addresses(
-    kernel: cu.Kernel, sp: Spelling, param: str
-) -> tuple[list[cst.Call], str, list[cst.BinaryOperation], list[cst.BaseExpression]] | None:
-    """(the loads of `param`, the parameter N its rows are multiplied by, the products `A * N`,
-    the other terms) where every address of `param` is `param + A * N + B...`; None otherwise."""
+def _addresses(kernel: cu.Kernel, sp: Spelling, param: str) -> _Reads | None:
+    """How the kernel reads `param` where every address of it is `param + A * N + B...`; None
+    otherwise."""
     bindings = cu.Bindings(kernel.node)
     reads = cu.name_loads(kernel.node.body, bindings.target_ids)
     runtime = set(kernel.params) - set(kernel.constexprs)
@@ -283,7 +292,7 @@ def _addresses(
     # the parameter is read in these addresses only (not passed to a helper, not compared)
     if not loads or len(row_params) != 1 or reads[param] != len(loads):
         return None
-    return loads, row_params.pop(), products, others
+    return _Reads(loads, row_params.pop(), products, others)
 
 
 def _spans_lanes(node: cst.CSTNode, sp: Spelling, bindings: cu.Bindings, depth: int = 0) -> bool:
