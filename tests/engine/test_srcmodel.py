@@ -1312,3 +1312,27 @@ def test_a_node_memo_computes_once_per_node_and_key_and_forgets_past_its_bound()
     assert answer(a, "j") == "x + 1:j" and answer(b, "k") == "x + 1:k" and len(calls) == 3  # by identity and key
     assert answer(cst.parse_expression("y"), "k") == "y:k" and len(calls) == 4  # past 3 entries: all dropped
     assert answer(a, "k") == "x + 1:k" and len(calls) == 5
+
+
+@pytest.mark.parametrize(
+    ("copy", "found"),
+    [
+        ("x.t().contiguous()", True),
+        ("x.T.contiguous()", True),
+        ("x.permute(1, 0).contiguous()", True),
+        ("th.transpose(x, 0, 1).contiguous()", True),
+        ("x.movedim(0, -1).contiguous()", True),
+        ("x.contiguous()", False),  # in order already: no permutation
+        ("x.t().clone()", False),  # a clone keeps the view's strides
+        ("x.reshape(-1).contiguous()", False),
+    ],
+)
+def test_the_wrappers_permuted_copies(copy: str, found: bool) -> None:
+    from diagnosis.engine.srcmodel.copies import permuted_copies
+
+    text = module("import torch\nimport torch as th\nimport triton\nimport triton.language as tl", "@triton.jit",
+                  "tl.constexpr")  # fmt: skip
+    text = text.replace("        y = torch.empty_like(x)\n", f"        x = {copy}\n        y = torch.empty_like(x)\n")
+    copies = permuted_copies(model_of(text))
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if copy in t)
+    assert [(c.line, c.code) for c in copies] == ([(line, copy)] if found else [])

@@ -66,8 +66,8 @@ from diagnosis.engine.proposers.rules.structural import (
     parens,
 )
 from diagnosis.engine.srcmodel import model_of_tree
+from diagnosis.engine.srcmodel.copies import permuted_view
 
-VIEWS = frozenset({"permute", "transpose", "t", "movedim", "moveaxis", "swapaxes", "swapdims"})
 # what a wrapper may still read of the name once it holds the view rather than a copy
 READS = frozenset({"shape", "ndim", "dtype", "device", "numel", "size", "dim", "stride", "element_size"})
 
@@ -340,32 +340,12 @@ def _restrided(mul: cst.BinaryOperation, n: str, stride: str) -> cst.BinaryOpera
     return mul.with_changes(left=cst.Name(stride))
 
 
-def _view_of(node: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """(V, the tensor V permutes) where `node` is `V.contiguous()` and V a permuting view:
-    `x.permute(...)`, `x.t()`, `x.T`, `torch.transpose(x, ...)` and the like."""
-    if not (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)):
-        return None
-    if node.func.attr.value != "contiguous":
-        return None
-    view = node.func.value
-    if isinstance(view, cst.Attribute) and view.attr.value in ("T", "mT"):
-        return view, view.value
-    if not isinstance(view, cst.Call):
-        return None
-    if isinstance(view.func, cst.Attribute) and view.func.attr.value in VIEWS:
-        name = cu.call_name(view) or ""
-        if name.startswith("torch.") and name.removeprefix("torch.") in VIEWS:
-            return (view, view.args[0].value) if view.args and not view.args[0].keyword else None
-        return view, view.func.value
-    return None
-
-
 def _copy_edit(
     model: Any, value: cst.BaseExpression, statement: cst.CSTNode, tensor: str, taken: set[int]
 ) -> tuple[str, list[tuple[cst.CSTNode, Any]]] | None:
     """How the wrapper's copy is skipped for a 2-D view: ("written out", edits) for a copy
     written at the binding, (the helper's name, edits) for one a module-level helper returns."""
-    found = _view_of(value)
+    found = permuted_view(value)
     if found is not None:
         view = found[0]
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
@@ -399,7 +379,7 @@ def _helper_edit(
     last = body[-1] if body else None
     if len(returns) != 1 or not isinstance(last, cst.SimpleStatementLine) or last.body[0] is not returns[0]:
         return None
-    found = _view_of(returns[0].value) if returns[0].value is not None else None
+    found = permuted_view(returns[0].value) if returns[0].value is not None else None
     if found is None or not isinstance(found[1], cst.Name):
         return None
     view = found[0]
