@@ -33,6 +33,7 @@ from diagnosis.engine.evidence import (
 )
 from diagnosis.engine.profile import DeviceSpec, LaunchInfo, NcuKernel, ProfileCase, ProfileResult
 from diagnosis.engine.srcmodel import SourceModelError, model_of
+from diagnosis.engine.srcmodel.copies import permuted_copies
 from diagnosis.engine.srcmodel.finishes import torch_finishes
 
 PROFILE_ARTEFACT = "profile"  # the name of the profile's artefact (the ProfileResult as JSON)
@@ -223,6 +224,8 @@ class _Source:
     # the wrapper's torch reductions over what a kernel wrote (srcmodel.finishes), as the
     # finding's arguments: function, tensor, op
     finishes: tuple[dict[str, str], ...] = ()
+    # the wrapper's permuted copies (srcmodel.copies), as a reader finds them: "line 134 `...`"
+    copies: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, source: str | None) -> _Source:
@@ -236,6 +239,7 @@ class _Source:
         finishes = tuple(
             {"function": f.launch.qualname, "tensor": f.tensor, "op": f.op} for f in torch_finishes(model)
         )
+        copies = tuple(f"line {c.line} `{c.code}`" for c in permuted_copies(model))
         lines: dict[str, int] = {}
         dots: set[str] = set()
         for node in statements:
@@ -243,7 +247,7 @@ class _Source:
                 lines[node.name] = node.lineno
                 if any(isinstance(n, ast.Attribute) and n.attr == "dot" for n in ast.walk(node)):
                     dots.add(node.name)
-        return cls(lines, frozenset(dots), finishes)
+        return cls(lines, frozenset(dots), finishes, copies)
 
     def lines_of(self, kernel: str) -> tuple[int, ...]:
         line = self.kernel_lines.get(kernel)
@@ -498,7 +502,10 @@ def _other_kernels(case: ProfileCase, hotspot: str | None, src: _Source) -> Iter
     """The share of a case's kernel time spent in kernels its Triton launches are not (the
     wrapper's `torch.sort`, `permute(...).contiguous()`, `zeros_like` or a torch reduction
     after the launch): time that sits in the gap to speed-of-light whatever a rewrite of the
-    Triton kernels does. Informational: it explains a gap, it points at no rewrite; except
+    Triton kernels does; the message names the wrapper's permuted copies where the source has
+    any (`srcmodel.copies`: a transposing copy is such a kernel, and where a kernel reads it,
+    COALESCE may read the view in place instead). Informational: it explains a gap, it points at
+    no rewrite; except
     where the wrapper finishes a kernel's output with a torch reduction that FUSION can skip
     (`srcmodel.finishes`): then that time backs FUSION, with the gain of removing it, halved
     (the finish's own share of it is not told apart: the profiler names torch's kernels, not
@@ -517,6 +524,9 @@ def _other_kernels(case: ProfileCase, hotspot: str | None, src: _Source) -> Iter
     }
     if spent >= OTHER_KERNELS_SHARE * total:
         top = ", ".join(f"{short_kernel_name(name)} {_r(us)} us" for name, us in other[:3])
+        if src.copies:  # in `top`, which records of earlier runs hold too
+            copies = ", ".join(src.copies)
+            top += f"; permuted copies in the wrapper (a copy kernel each, unless already in order): {copies}"
         yield Finding(
             OTHER_KERNELS.code,
             Severity.INFO,

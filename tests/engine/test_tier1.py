@@ -333,6 +333,27 @@ def test_time_in_kernels_the_triton_code_does_not_launch(
     assert f.severity is Severity.INFO and f.family is Family.NONE
 
 
+COPY = "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>(int)"
+
+
+def test_time_in_other_kernels_names_the_wrappers_permuted_copies() -> None:
+    """flag_gems' index_select along dim 0: the wrapper transposes its input through a helper
+    and its output back; the finding says where, the helper's own line left to its call."""
+    prof = profile(replace(case(gbs=1500), kernel_us=((COPY, 60.0), ("k", 40.0))))
+    source = h.source("permuted_gather.py")
+    (f,) = [f for f in run_tier1(prof, source=source).findings if f.code == "T1-OTHER-KERNELS"]
+    lines = source.splitlines()
+    call = next(i for i, text in enumerate(lines, 1) if "inp = dim_compress(inp, dim)" in text)
+    back = next(i for i, text in enumerate(lines, 1) if "out = out.permute(order).contiguous()" in text)
+    assert f.args["top"] == (
+        "elementwise_kernel (direct_copy_kernel_cuda) 60.0 us; permuted copies in the wrapper (a copy kernel "
+        "each, unless already in order): "
+        f"line {call} `dim_compress(inp, dim)`, line {back} `out.permute(order).contiguous()`"
+    )
+    assert f.message.endswith(f.args["top"])
+    assert f.severity is Severity.INFO and f.family is Family.NONE
+
+
 @pytest.mark.parametrize(
     ("kernel_us", "source", "gain"),
     [
