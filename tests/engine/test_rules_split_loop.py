@@ -309,16 +309,8 @@ def test_split_modules_are_correct_under_the_interpreter(tmp_path: Path) -> None
     sources["mutant-drops-a-split"] = dropped.replace(
         "for split in range(n_split):", "for split in range(n_split - 1):"
     )
-    paths = []
-    for name, source in sources.items():
-        assert source is not None, name
-        path = tmp_path / f"{name.replace('-', '_')}.py"
-        path.write_text(source)
-        paths.append(path)
-    results = h.interp_check(paths)
-    for path in paths:
-        ok = results[str(path)]["ok"]
-        assert ok is not path.stem.startswith("mutant"), (path.stem, results[str(path)]["message"])
+    assert all(source is not None for source in sources.values()), sources
+    h.assert_interp_ok(sources, tmp_path)
 
 
 def test_every_split_is_reviewable(tmp_path: Path) -> None:

@@ -123,12 +123,13 @@ def interp_check(paths: list[Path], timeout: float = 900, jobs: int = 1) -> dict
 
 def assert_interp_ok(rewrites: dict[str, str], tmp_path: Path) -> None:
     """Each rewritten module (row id -> source), written under tmp_path, passes the interpreter
-    check."""
+    check; a row whose id starts with "mutant" (a deliberately broken rewrite) must fail it."""
     paths = []
     for name, text in rewrites.items():
-        path = tmp_path / f"{name}.py"
+        path = tmp_path / f"{name.replace('-', '_')}.py"
         path.write_text(text)
         paths.append(path)
     results = interp_check(paths)
     for path in paths:
-        assert results[str(path)]["ok"], results[str(path)]["message"]
+        ok = results[str(path)]["ok"]
+        assert ok is not path.stem.startswith("mutant"), (path.stem, results[str(path)]["message"])

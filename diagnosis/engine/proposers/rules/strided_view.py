@@ -127,8 +127,7 @@ def read_permuted_view(source: str, inp: RuleInput) -> Rewrite | None:
         mechanism=(
             f"{what} through the strides of the wrapper's permuted view instead of a contiguous copy "
             "of it: the address `rows * N + cols` becomes `rows * stride_row + cols * stride_col`, the "
-            "launch passes the view's strides, and the copy is made only for a tensor of more than two "
-            "dimensions."
+            "launch passes the view's strides, and the copy is made only for a tensor that is not 2-D."
         ),
         effect=(
             "torch's permuted copy (a read and a write of the whole tensor, before the kernel runs) is "
