@@ -120,8 +120,11 @@ def replayed(results: Path) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for op in data["operators"]:
         path = ROOT / folder / Path(op["file"]).name
-        rounds = [r for r in op.get("rounds") or [] if r.get("findings")]
-        rounds = [r for r in rounds if r["index"] == 1 or r.get("parent_sha256") == op.get("initial_sha256")]
+        rounds = [
+            r
+            for r in op.get("rounds") or []
+            if r.get("findings") and (r["index"] == 1 or r.get("parent_sha256") == op.get("initial_sha256"))
+        ]
         if not rounds or not path.exists():
             continue
         source = path.read_text()

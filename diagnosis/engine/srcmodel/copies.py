@@ -46,23 +46,21 @@ def permuted_view(node: cst.CSTNode | None) -> tuple[cst.BaseExpression, cst.Bas
 
 
 def permuted_copies(model) -> tuple[Copy, ...]:  # noqa: ANN001 - a SourceModel (no import cycle)
-    """Every permuted copy in the module's functions that are not kernels, and every call of a
-    module-level function that returns one (in its place: the copy inside the helper is that
-    call's), in source order."""
-    kernels = {id(k.node) for k in model.all_kernels}
+    """Every permuted copy in the module's functions and methods that are not kernels (nested
+    functions included), and every call of a module-level function that returns one (in its
+    place: the copy inside the helper is that call's), in source order."""
+    calls = model.calls
     helpers = {
         name
-        for name, fn in model.calls.functions.items()
+        for name, fn in calls.functions.items()
         if any(isinstance(n, cst.Return) and permuted_view(n.value) for n in read.walk(fn.body))
     }
-    found: dict[int, Copy] = {}
-    functions = [n for n in read.walk(model.tree) if isinstance(n, cst.FunctionDef) and id(n) not in kernels]
-    for fn in functions:
+    found: list[Copy] = []
+    for fn in [*calls.functions.values(), *(m for ms in calls.classes.values() for m in ms.values())]:
         for n in read.walk(fn.body):
             if not isinstance(n, cst.Call):
                 continue
             helper = isinstance(n.func, cst.Name) and n.func.value in helpers
             if helper or (fn.name.value not in helpers and permuted_view(n) is not None):
-                line = model.position(n)[0]
-                found.setdefault(line, Copy(line, read.code(n)))
-    return tuple(found[line] for line in sorted(found))
+                found.append(Copy(model.position(n)[0], read.code(n)))
+    return tuple(sorted(found, key=lambda c: c.line))
